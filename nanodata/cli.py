@@ -1,0 +1,58 @@
+"""`nanodata` command line: one sub-command per pipeline step.
+
+Each step's module owns its arguments: it defines `configure_parser(parser)` and
+`run(args) -> int`. Modules are imported only for the command being run, so
+`nanodata --help` stays fast and a trainer machine needs no chunking dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from nanodata.errors import NanodataError
+
+# name -> (module, one-line help)
+COMMANDS = {
+    "download": ("nanodata.download", "download pretraining parquet shards over HTTP (retries, atomic, verified)"),
+    "tokenizer": ("nanodata.tokenizer_train", "train a BPE tokenizer on a parquet corpus"),
+    "pretokenize": ("nanodata.pretokenize", "tokenize a parquet corpus into .npy token shards (DataLoaderLite)"),
+    "chunk": ("nanodata.chunking.cli", "chunk C++ sources at function boundaries into JSONL docs"),
+    "to-parquet": ("nanodata.parquet", "convert chunker JSONL into shuffled parquet shards + manifest"),
+    "sync": ("nanodata.storage", "copy a corpus between a local dir and gs://bucket/prefix"),
+    "report": ("nanodata.report", "write a build report (counts, plots) for a corpus directory"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nanodata", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:  # only the chosen command's module is imported
+            importlib.import_module(module_name).configure_parser(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if a in COMMANDS), None)
+    args = build_parser(command).parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return module.run(args) or 0
+    except NanodataError as exc:
+        print(f"nanodata {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"nanodata {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

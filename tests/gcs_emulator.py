@@ -1,0 +1,1 @@
+"""GCS emulator fixture (owned by the storage work; see nanodata.storage)."""
