@@ -47,8 +47,12 @@ def split_files(data_dir: str | os.PathLike | None = None) -> tuple[list[Path], 
     files = list_parquet_files(data_dir)
     manifest = read_manifest(data_dir)
     if manifest is not None:
-        train = sorted(data_dir / s["name"] for s in manifest["shards"])
-        val = [data_dir / manifest["val"]["name"]] if manifest.get("val") else []
+        try:
+            train = sorted(data_dir / s["name"] for s in manifest["shards"])
+            val = [data_dir / manifest["val"]["name"]] if manifest.get("val") else []
+        except (KeyError, TypeError) as exc:
+            raise NanodataError(f"{data_dir / MANIFEST}: malformed, expected shards[].name and val.name "
+                                f"({type(exc).__name__}: {exc})") from None
         return train, val
     val = [p for p in files if p.name.startswith("val")]
     if val:
@@ -64,6 +68,8 @@ def files_for_split(split: str, data_dir: str | os.PathLike | None = None) -> li
     files = train if split == "train" else val
     if not files:
         n = len(list_parquet_files(data_dir))
+        if n == 0:
+            raise NanodataError(f"{data_dir}: no .parquet files")
         raise NanodataError(f"{data_dir}: no {split} files ({n} parquet file(s) found; "
                             f"without a manifest or val*.parquet the last file is val, so train needs at least 2)")
     return files
@@ -76,12 +82,15 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         raise NanodataError(f"{path}: not a readable parquet file ({exc})") from None
 
 
-def read_texts(pf: pq.ParquetFile, path: Path, rg_idx: int) -> list[str]:
-    """The `text` column of one row group, checked: every value must be a string."""
+def read_texts(pf: pq.ParquetFile, path: Path, rg_idx: int, use_threads: bool = True) -> list[str]:
+    """The `text` column of one row group, checked: every value must be a string.
+
+    use_threads=False for callers that are already one of several worker processes: pyarrow's
+    thread pool then only adds contention."""
     if "text" not in pf.schema_arrow.names:
         raise NanodataError(f"{path}: no 'text' column (columns: {pf.schema_arrow.names})")
     try:
-        texts = pf.read_row_group(rg_idx, columns=["text"]).column("text").to_pylist()
+        texts = pf.read_row_group(rg_idx, columns=["text"], use_threads=use_threads).column("text").to_pylist()
     except Exception as exc:
         raise NanodataError(f"{path} row group {rg_idx}: unreadable ({exc})") from None
     for row, text in enumerate(texts):

@@ -7,6 +7,7 @@ mergeable_ranks.tiktoken, loads with no network) or a tiktoken encoding name.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from functools import lru_cache
@@ -86,8 +87,6 @@ class Tokenizer:
 def save_encoding_dir(out_dir: str | os.PathLike, name: str, pat_str: str,
                       mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int], bos_token: str) -> Path:
     """Write a tokenizer directory that `load()` reads without network; atomic per file."""
-    import base64
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ranks_tmp = out / (RANKS_FILE + ".tmp")
@@ -102,20 +101,29 @@ def save_encoding_dir(out_dir: str | os.PathLike, name: str, pat_str: str,
     return out
 
 
-def _load_dir(path: Path) -> Tokenizer:
-    from tiktoken.load import load_tiktoken_bpe
+def _read_ranks(path: Path) -> dict[bytes, int]:
+    """Parse a .tiktoken file ("base64-token rank" lines). Not tiktoken's load_tiktoken_bpe: that
+    caches by path in a temp dir, so a tokenizer retrained into the same dir would load stale ranks."""
+    ranks = {}
+    for line in path.read_bytes().splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+    return ranks
 
+
+def _load_dir(path: Path) -> Tokenizer:
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
         raise NanodataError(f"{path}: not a tokenizer directory (no {CONFIG_FILE})")
     try:
         config = json.loads(config_path.read_text())
-        ranks = load_tiktoken_bpe(str(path / RANKS_FILE))
-    except (OSError, ValueError) as exc:
-        raise NanodataError(f"{path}: unreadable tokenizer files: {exc}") from None
-    encoding = tiktoken.Encoding(name=config["name"], pat_str=config["pat_str"],
-                                 mergeable_ranks=ranks, special_tokens=config["special_tokens"])
-    return Tokenizer(encoding, config["bos_token"], str(path))
+        ranks = _read_ranks(path / RANKS_FILE)
+        encoding = tiktoken.Encoding(name=config["name"], pat_str=config["pat_str"],
+                                     mergeable_ranks=ranks, special_tokens=config["special_tokens"])
+        return Tokenizer(encoding, config["bos_token"], str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NanodataError(f"{path}: unreadable tokenizer files ({type(exc).__name__}: {exc})") from None
 
 
 def _load_tiktoken(name: str) -> Tokenizer:

@@ -1,0 +1,63 @@
+"""
+### nanodata_fineweb_download
+
+Downloads pretraining parquet shards (FineWeb-Edu, as nanochat uses) over HTTP into DESTINATION:
+**plan → download (mapped over batches of shards, pool `gcs`) → finalize**. Each shard is retried,
+checked (a parquet file with a string `text` column) and uploaded; shards already in DESTINATION
+are skipped, so re-runs resume. `finalize` writes `_COMPLETE` and emits the `nanodata_fineweb` Asset.
+"""
+
+from __future__ import annotations
+
+from _common import DEFAULT_ARGS, FINEWEB, FINEWEB_DEST, GCS_POOL, START_DATE, TAGS, uri_param
+from airflow.sdk import Param, dag, task
+
+BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with `workers` threads
+
+
+@dag(
+    dag_id="nanodata_fineweb_download",
+    schedule=None,
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    tags=TAGS,
+    doc_md=__doc__,
+    params={
+        "base_url": Param("https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main",
+                          type="string", pattern=r"^https?://\S+$", title="Base URL",
+                          description="Shards are fetched from BASE_URL/shard_00000.parquet, ..."),
+        "num_shards": Param(8, type="integer", minimum=1, maximum=100000, title="Shards",
+                            description="Download shards 0 .. num_shards-1 (nanochat: the last is val)."),
+        "workers": Param(4, type="integer", minimum=1, maximum=32, title="Threads per task",
+                         description="Parallel downloads inside each mapped task."),
+        "destination": uri_param(FINEWEB_DEST, "Destination", "Where the shards and _COMPLETE are written."),
+    },
+)
+def nanodata_fineweb_download():
+    @task
+    def plan(params=None) -> list[list[int]]:
+        from nanodata.build import fineweb
+
+        return fineweb.plan(params["num_shards"], max_batches=BATCHES)
+
+    @task(pool=GCS_POOL)
+    def download(shards: list[int], params=None) -> dict:
+        from nanodata.build import fineweb
+
+        return fineweb.download_batch(params["base_url"], shards[0], shards[1], params["destination"],
+                                      workers=params["workers"])
+
+    @task(outlets=[FINEWEB])
+    def finalize(batches: list[dict], params=None, outlet_events=None) -> dict:
+        from nanodata.build import fineweb
+
+        info = fineweb.finalize(params["destination"], params["num_shards"], list(batches))
+        outlet_events[FINEWEB].extra = info
+        return info
+
+    finalize(download.expand(shards=plan()))
+
+
+nanodata_fineweb_download()

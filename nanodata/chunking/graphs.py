@@ -1,0 +1,74 @@
+"""Dependency graphs and their deterministic orders.
+
+Every order here is a function of the input alone: nodes are visited in a given base order
+(source order, or name order for projects), never in hash-map order, and a cycle is broken
+by placing its earliest node first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+
+def topo_order(nodes: Sequence, deps: Mapping) -> list:
+    """Dependencies first; ties and cycles resolved by the position in `nodes`.
+
+    Kahn's algorithm by rounds (a node is ready when all its dependencies are placed), so the
+    result is grouped by level: leaves, then what only needs leaves, and so on. When no node
+    is ready (a cycle), the earliest unplaced node goes next.
+    """
+    members = set(nodes)
+    remaining = {n: {d for d in deps.get(n, ()) if d in members and d != n} for n in nodes}
+    placed, order = set(), []
+    while len(order) < len(nodes):
+        ready = [n for n in nodes if n not in placed and remaining[n] <= placed]
+        if not ready:
+            ready = [next(n for n in nodes if n not in placed)]
+        order.extend(ready)
+        placed.update(ready)
+    return order
+
+
+def callees_in_file(units) -> dict[int, list[int]]:
+    """unit index -> indices of the file's functions it calls (every definition of the name)."""
+    by_name: dict[str, list[int]] = {}
+    for i, unit in enumerate(units):
+        if unit.kind == "function" and unit.name:
+            by_name.setdefault(unit.name, []).append(i)
+    return {i: [j for name in unit.calls for j in by_name.get(name, ()) if j != i]
+            for i, unit in enumerate(units) if unit.kind == "function"}
+
+
+def reachable(start: Sequence, edges: Mapping, depth: int | None = None) -> list:
+    """Breadth-first closure of `start` along `edges` (in edge order), `depth` levels at most."""
+    seen, order, frontier, level = set(start), [], list(start), 0
+    while frontier and (depth is None or level < depth):
+        nxt = []
+        for node in frontier:
+            for target in edges.get(node, ()):
+                if target not in seen:
+                    seen.add(target)
+                    order.append(target)
+                    nxt.append(target)
+        frontier, level = nxt, level + 1
+    return order
+
+
+def include_dependencies(project_files: Mapping[str, Sequence[str]],
+                         project_includes: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
+    """project -> other projects holding a file one of its #includes names (matched by path suffix)."""
+    owners: dict[str, set[str]] = {}
+    for project, paths in project_files.items():
+        for path in paths:
+            parts = path.split("/")
+            for k in range(len(parts)):
+                owners.setdefault("/".join(parts[k:]), set()).add(project)
+    deps = {}
+    for project in project_files:
+        found = set()
+        for include in project_includes.get(project, ()):
+            holders = owners.get(include.lstrip("./"), set())
+            if project not in holders:  # an include the project satisfies itself is not a dependency
+                found |= holders
+        deps[project] = sorted(found)
+    return deps

@@ -1,0 +1,177 @@
+"""Token-exact packing of units into docs of at most `budget` tokens.
+
+Units are priced by their segments' token counts (see units.py: segments concatenate
+additively), so a doc's count is a sum, never an estimate. A unit that cannot fit even
+alone is cut at line boundaries (preferring lines that end a statement) into pieces whose
+counts are taken with the real tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from nanodata.errors import NanodataError
+from nanodata.tokenizer import load
+
+STATEMENT_ENDS = (";", "{", "}", ":")
+# Segment shapes that meet in docs: each ends "X\n", the next starts with a non-space.
+_PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", "/** doc */\n", "namespace a {\n",
+                   "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
+                   "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n",
+                   "  // indented comment\n"]
+
+
+class Counter:
+    """Exact token counts with the run's tokenizer.
+
+    `count_batch` encodes the concatenation of many segments in one call and reads each
+    segment's count off the token byte offsets (one call instead of thousands of tiny ones).
+    That is exact only when no token straddles a segment boundary, which is checked per batch;
+    a batch that fails the check is counted segment by segment.
+    """
+
+    def __init__(self, tokenizer):
+        encoding = tokenizer.encoding
+        self.encode = encoding.encode_ordinary
+        lengths = np.zeros(encoding.n_vocab, dtype=np.int64)
+        for token in range(encoding.n_vocab):
+            try:
+                lengths[token] = len(encoding.decode_single_token_bytes(token))
+            except KeyError:  # holes in the id space and special tokens never come from encode_ordinary
+                pass
+        self.token_bytes = lengths
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def token_ends(self, text: str) -> np.ndarray:
+        """Byte offset where each token of `text` ends."""
+        return np.cumsum(self.token_bytes[np.asarray(self.encode(text), dtype=np.int64)])
+
+    def count_batch(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        bounds = np.cumsum([len(t.encode("utf-8")) for t in texts])
+        ends = self.token_ends("".join(texts))
+        tokens_before = np.searchsorted(ends, bounds, side="right")
+        if np.all(tokens_before > 0) and np.array_equal(ends[tokens_before - 1], bounds):
+            return np.diff(tokens_before, prepend=0).tolist()
+        return [self.count(t) for t in texts]
+
+
+@lru_cache(maxsize=4)
+def counter_for(spec: str) -> Counter:
+    """The Counter of a tokenizer spec, built and checked once per process (its table takes ~0.1 s)."""
+    counter = Counter(load(spec))
+    _check_additive(counter, spec)
+    return counter
+
+
+def _check_additive(counter: Counter, name: str) -> None:
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries."""
+    for a in _PROBE_SEGMENTS:
+        for b in _PROBE_SEGMENTS:
+            if counter.count(a + b) != counter.count(a) + counter.count(b):
+                raise NanodataError(f"--tokenizer {name}: its split pattern merges tokens across lines "
+                                    f"({a!r} + {b!r}), so exact per-unit counts cannot be summed")
+
+
+@dataclass
+class Doc:
+    text: str
+    tokens: int
+    kind: str
+    source: str
+
+
+@dataclass
+class DocBuilder:
+    """Accumulates units inside their wrappers (namespaces, a split class) with an exact token count.
+
+    A scope is a tuple of (open text, open tokens, close text, close tokens) entries, outermost first.
+    """
+
+    budget: int
+    preamble: list = field(default_factory=list)   # [(text, tokens)]
+    pieces: list = field(default_factory=list)
+    tokens: int = 0
+    scope: tuple = ()
+    n_units: int = 0
+
+    def __post_init__(self):
+        for text, tokens in self.preamble:
+            self.pieces.append(text)
+            self.tokens += tokens
+
+    def transition(self, scope: tuple) -> tuple[int, int]:
+        """(shared depth, tokens of closing the current scope down to it and opening `scope`)."""
+        common = 0
+        while common < min(len(scope), len(self.scope)) and scope[common] == self.scope[common]:
+            common += 1
+        cost = sum(entry[3] for entry in self.scope[common:]) + sum(entry[1] for entry in scope[common:])
+        return common, cost
+
+    def fits(self, scope: tuple, tokens: int) -> bool:
+        """Would the doc, closers included, stay within budget with this unit added?"""
+        _, transition = self.transition(scope)
+        return self.tokens + transition + tokens + sum(entry[3] for entry in scope) <= self.budget
+
+    def add(self, scope: tuple, text: str, tokens: int) -> None:
+        common, transition = self.transition(scope)
+        self.pieces.extend(entry[2] for entry in reversed(self.scope[common:]))
+        self.pieces.extend(entry[0] for entry in scope[common:])
+        self.pieces.append(text)
+        self.tokens += transition + tokens
+        self.scope = scope
+        self.n_units += 1
+
+    def finish(self, kind: str, source: str) -> Doc:
+        text = "".join(self.pieces) + "".join(entry[2] for entry in reversed(self.scope))
+        return Doc(text, self.tokens + sum(entry[3] for entry in self.scope), kind, source)
+
+
+def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
+    """A single line over the budget (minified code, a huge literal): cut by characters."""
+    pieces = []
+    while line:
+        lo, hi = 1, len(line)
+        while lo < hi:  # longest prefix within the limit
+            mid = (lo + hi + 1) // 2
+            if counter.count(line[:mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        pieces.append(line[:lo])
+        line = line[lo:]
+    return pieces
+
+
+def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]:
+    """Cut `text` at line boundaries into pieces of at most `limit` tokens (exact counts).
+
+    Token offsets of one encoding of the whole text price every candidate cut; each piece is
+    then verified with the real tokenizer and shortened by a line if tokens merged across a cut.
+    """
+    lines = []
+    for line in text.splitlines(keepends=True):
+        lines.extend(_cut_line(line, limit, counter) if counter.count(line) > limit else [line])
+    line_ends = np.cumsum([len(line.encode("utf-8")) for line in lines])
+    tokens_at = np.searchsorted(counter.token_ends(text), line_ends, side="right")  # tokens ending by each cut
+    pieces, start = [], 0
+    while start < len(lines):
+        base = tokens_at[start - 1] if start else 0
+        end = max(int(np.searchsorted(tokens_at, base + limit, side="right")), start + 1)
+        if end < len(lines):  # prefer ending on a statement in the second half of the piece
+            for cut in range(end, start + (end - start) // 2, -1):
+                if lines[cut - 1].rstrip().endswith(STATEMENT_ENDS) or not lines[cut - 1].strip():
+                    end = cut
+                    break
+        while end > start + 1 and counter.count("".join(lines[start:end])) > limit:
+            end -= 1
+        piece = "".join(lines[start:end])
+        pieces.append((piece, counter.count(piece)))
+        start = end
+    return pieces

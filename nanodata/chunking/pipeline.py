@@ -1,0 +1,175 @@
+"""`chunk_to_jsonl`: sources -> parsed units -> docs -> JSONL, in parallel, deterministically.
+
+Local modes (basic, dep-aware) parse and emit each file in one worker task. Global modes
+parse every file first (pass 1), build the Index in the parent, then fork a second pool that
+inherits it and emits per file (pass 2). Pools return results in input order and the parent
+alone dedupes and writes, so the output is byte-identical for any --workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+
+from tqdm import tqdm
+
+from nanodata.chunking.graphs import include_dependencies, topo_order
+from nanodata.chunking.modes import GLOBAL_MODES, MODES, Chunker, Index
+from nanodata.chunking.pack import counter_for
+from nanodata.chunking.sources import CPP_EXTENSIONS, Listing, Problem, load_text, read_jsonl, walk_project_dirs
+from nanodata.chunking.units import parse_units
+from nanodata.chunking.writer import JsonlWriter
+from nanodata.errors import NanodataError
+
+log = logging.getLogger(__name__)
+MIN_TOKENS = 16
+TASKS_PER_CHUNK = 4
+PROBLEMS_KEPT = 100
+
+_state: dict = {}   # per process: counter, mode settings, and (pass 2) the Index; set before forking
+
+
+def _parse(src):
+    text, problem = load_text(src)
+    if problem is not None:
+        return None, problem, 0
+    fu = parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic")
+    return fu, None, len(text.encode("utf-8"))
+
+
+def _parse_and_emit(src):
+    """Local modes: one file in, its docs out."""
+    fu, problem, size = _parse(src)
+    if fu is None:
+        return None, problem, 0, False
+    chunker = Chunker(_state["mode"], _state["budget"], _state["counter"], Index([fu]), _state["cross_depth"])
+    return chunker.docs(0, src.source), None, size, fu.syntax_errors
+
+
+def _emit(item):
+    f, source = item
+    return _state["chunker"].docs(f, source)
+
+
+def _map(function, items: list, workers: int, progress: tqdm | None):
+    if workers <= 1:
+        results = map(function, items)
+    else:  # fork: workers inherit _state (tokenizer, Index) without pickling it
+        pool = multiprocessing.get_context("fork").Pool(workers)
+        results = pool.imap(function, items, chunksize=TASKS_PER_CHUNK)
+    try:
+        for result in results:
+            if progress is not None:
+                progress.update(1)
+            yield result
+    finally:
+        if workers > 1:
+            pool.terminate()
+            pool.join()
+
+
+def _project_ranks(files: list) -> list[int]:
+    """Projects in #include order (dependencies first, cycles broken by name); rank of each file."""
+    paths: dict[str, list[str]] = {}
+    includes: dict[str, set[str]] = {}
+    for src, fu in files:
+        paths.setdefault(src.project, []).append(src.path)
+        includes.setdefault(src.project, set()).update(fu.includes)
+    projects = sorted(paths)
+    order = topo_order(projects, include_dependencies(paths, includes))
+    rank = {p: i for i, p in enumerate(order)}
+    return [rank[src.project] for src, _ in files]
+
+
+def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_tokens=2048, tokenizer="cl100k_base",
+                   cross_depth=3, max_file_bytes=500_000, workers=1, strict=False,
+                   extensions=CPP_EXTENSIONS, append=False, progress=False) -> dict:
+    """Chunk C++ from JSONL `inputs` and/or `project_dirs` into OUTPUT (JSONL) + OUTPUT.done; returns the summary."""
+    if mode not in MODES:
+        raise NanodataError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+    if max_tokens < MIN_TOKENS:
+        raise NanodataError(f"--max-tokens {max_tokens}: must be at least {MIN_TOKENS}")
+    if cross_depth < 0 or max_file_bytes <= 0 or workers < 1:
+        raise NanodataError(f"--cross-depth >= 0, --max-file-bytes > 0, --workers >= 1 required "
+                            f"(got {cross_depth}, {max_file_bytes}, {workers})")
+    if not inputs and not project_dirs:
+        raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
+    started = time.perf_counter()
+    counter = counter_for(str(tokenizer))
+    listing = Listing()
+    for path in inputs:
+        read_jsonl(path, max_file_bytes, listing)
+    for root in project_dirs:
+        walk_project_dirs(root, tuple(e.lower() for e in extensions), max_file_bytes, listing)
+    problems: list[Problem] = list(listing.problems)
+    if strict and problems:
+        raise NanodataError(f"{problems[0]} (--strict)")
+
+    _state.clear()
+    _state.update(counter=counter, mode=mode, budget=max_tokens, cross_depth=cross_depth)
+    bar = tqdm(total=len(listing.files) * (2 if mode in GLOBAL_MODES else 1), unit="file",
+               desc=f"chunk {mode}", disable=not progress)
+    writer = JsonlWriter(output, mode, append)
+    stats = {"files_read": 0, "bytes_read": 0, "syntax_errors": 0}
+
+    def note(problem):
+        problems.append(problem)
+        if strict:
+            raise NanodataError(f"{problem} (--strict)")
+
+    try:
+        if mode in GLOBAL_MODES:
+            parsed = []
+            for src, (fu, problem, size) in zip(listing.files, _map(_parse, listing.files, workers, bar)):
+                if problem is not None:
+                    note(problem)
+                    continue
+                parsed.append((src, fu))
+                stats["files_read"] += 1
+                stats["bytes_read"] += size
+                stats["syntax_errors"] += fu.syntax_errors
+            ranks = _project_ranks(parsed) if mode == "project" else [0] * len(parsed)
+            order = sorted(range(len(parsed)), key=lambda i: (ranks[i], i))
+            index = Index([parsed[i][1] for i in order], [ranks[i] for i in order])
+            _state["chunker"] = Chunker(mode, max_tokens, counter, index, cross_depth)
+            items = [(f, parsed[i][0].source) for f, i in enumerate(order)]
+            for docs in _map(_emit, items, workers, bar):
+                writer.write(docs)
+        else:
+            for docs, problem, size, syntax_errors in _map(_parse_and_emit, listing.files, workers, bar):
+                if problem is not None:
+                    note(problem)
+                    continue
+                writer.write(docs)
+                stats["files_read"] += 1
+                stats["bytes_read"] += size
+                stats["syntax_errors"] += syntax_errors
+        if stats["files_read"] == 0:
+            first = f": first problem: {problems[0]}" if problems else ""
+            raise NanodataError(f"no usable C++ input ({len(problems)} problems){first}")
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        bar.close()
+        _state.clear()
+
+    seconds = time.perf_counter() - started
+    summary = {
+        "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": str(tokenizer),
+        **stats,
+        "files_skipped": sum(p.status == "skipped" for p in problems),
+        "files_failed": sum(p.status == "failed" for p in problems),
+        "docs": writer.docs, "tokens": writer.tokens, "docs_split": writer.split,
+        "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
+        "files_per_s": round(stats["files_read"] / seconds, 1) if seconds else 0.0,
+        "mb_per_s": round(stats["bytes_read"] / seconds / 1e6, 3) if seconds else 0.0,
+        "problems": [str(p) for p in problems[:PROBLEMS_KEPT]],
+    }
+    writer.commit(summary)
+    for problem in problems[:20]:
+        log.warning("%s", problem)
+    if len(problems) > 20:
+        log.warning("... and %d more problems (see %s.done)", len(problems) - 20, output)
+    return summary

@@ -1,0 +1,380 @@
+"""Parse one C++ file with tree-sitter into ordered, token-counted units.
+
+A file becomes a table of *segments* (texts in source order: comments, declarations,
+`namespace N {` openers, `}` closers, `#if` lines) and *units* built from them:
+- preamble: file-scope includes, macros, using, typedefs, forward declarations, globals;
+- decl: the same kinds of declarations inside a namespace (kept in their namespace);
+- type: class/struct/union/enum with a body, templates included;
+- function: definitions, templates and out-of-class methods included.
+Leading comments (and a same-line trailing comment) belong to the unit they sit next to.
+
+Every segment is one line-aligned piece: its first line's indentation, then its text stripped,
+then one newline. GPT-4-style split patterns always cut "X\\n" + "  Y" right after the
+newline, so the token count of concatenated segments is the sum of their counts: each segment
+is tokenized exactly once and docs are priced without re-tokenizing them
+(`pack.counter_for` refuses a tokenizer for which this does not hold).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import tree_sitter_cpp
+from tree_sitter import Language, Parser, Query, QueryCursor
+
+LANGUAGE = Language(tree_sitter_cpp.language())
+WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
+CONDITIONALS = {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"}
+TYPE_SPECIFIERS = {"class_specifier", "struct_specifier", "union_specifier", "enum_specifier"}
+# Small file-scope declarations of these kinds form the preamble every chunk of the file repeats.
+PREAMBLE_NODES = {"preproc_include", "preproc_def", "preproc_function_def", "preproc_call", "using_declaration",
+                  "alias_declaration", "type_definition", "declaration", "template_declaration",
+                  "namespace_alias_definition", "linkage_specification", "struct_specifier", "class_specifier",
+                  "union_specifier", "enum_specifier", "static_assert_declaration", "concept_definition"}
+MAX_PREAMBLE_ITEM_BYTES = 512
+CLOSER = "}\n"                # closes a re-wrapped namespace in chunked docs
+REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+_parser: Parser | None = None
+
+
+def parser() -> Parser:
+    global _parser  # one per process: Parser objects are not picklable, so workers build their own
+    if _parser is None:
+        _parser = Parser(LANGUAGE)
+    return _parser
+
+
+@dataclass
+class Unit:
+    kind: str                   # preamble | decl | type | function
+    name: str                   # simple name ("" for preamble/decl)
+    owner: str                  # class of an out-of-class method ("A" for A::f)
+    scope: tuple                # ((open text, tokens, close text, tokens), ...): namespaces / extern "C" around it
+    segments: list[int]         # segment indices: leading comments, body, trailing comment
+    body: int                   # the segment holding the code itself
+    start: int                  # byte offsets of the body in the file
+    end: int
+    tokens: int = 0
+    members: list = field(default_factory=list)  # a class body's members (segment lists), for splitting
+    opener: int = -1            # with members: the `class X : Base {` segment; body is the `};` segment
+    calls: tuple = ()           # simple names called, first occurrence order
+    types: tuple = ()           # type names referenced, first occurrence order
+
+
+@dataclass
+class FileUnits:
+    texts: list[str]            # segment table
+    tokens: list[int]           # tokens of each segment (exact, real tokenizer)
+    units: list[Unit]
+    includes: list[str] = field(default_factory=list)
+    syntax_errors: bool = False
+
+    def text_of(self, unit: Unit) -> str:
+        return "".join(self.texts[s] for s in unit.segments)
+
+    @property
+    def whole_tokens(self) -> int:
+        return sum(self.tokens)
+
+    def whole_text(self) -> str:
+        """The file with blank lines between declarations squeezed out (what 'a file that fits' emits)."""
+        return "".join(self.texts)
+
+
+def _inner(node):
+    """The declaration a template_declaration wraps (templates may nest)."""
+    while node.type == "template_declaration":
+        inner = [c for c in node.named_children if c.type not in ("template_parameter_list", "comment")]
+        if not inner:
+            return node
+        node = inner[-1]
+    return node
+
+
+def _last_name(text: str) -> str:
+    names = IDENTIFIER.findall(text[:200].split("<", 1)[0])
+    return names[-1] if names else ""
+
+
+def _strip_template_args(text: str) -> str:
+    while True:  # innermost first: A<B<C>>::f -> A<B>::f -> A::f
+        stripped = re.sub(r"<[^<>]*>", "", text)
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def _function_name(node) -> tuple[str, str]:
+    declarator = node.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        # reference_declarator keeps its inner declarator as an unnamed child
+        declarator = declarator.child_by_field_name("declarator") or next(
+            (c for c in declarator.named_children if c.type.endswith("declarator")), None)
+    if declarator is None or declarator.child_by_field_name("declarator") is None:
+        return "", ""
+    text = declarator.child_by_field_name("declarator").text.decode("utf-8", "replace")
+    owner, _, name = text.rpartition("::") if "operator" in text else _strip_template_args(text).rpartition("::")
+    name = name.strip()
+    if not name.startswith("operator"):
+        name = ("~" if name.startswith("~") else "") + _last_name(name)
+    return name, _last_name(_strip_template_args(owner))
+
+
+def _type_name(node) -> str:
+    name = node.child_by_field_name("name")
+    return _last_name(name.text.decode("utf-8", "replace")) if name is not None else ""
+
+
+def classify(node) -> tuple[str, str, str]:
+    """(kind, name, owner) of a declaration-level node: kind is type, function, preamble or decl."""
+    inner = _inner(node)
+    if inner.type == "linkage_specification":
+        body = inner.child_by_field_name("body")
+        inner = _inner(body) if body is not None else inner
+    if inner.type == "function_definition":
+        return ("function", *_function_name(inner))
+    for candidate in (inner, inner.child_by_field_name("type")):
+        if candidate is not None and candidate.type in TYPE_SPECIFIERS and candidate.child_by_field_name("body"):
+            name = _type_name(candidate)
+            if not name and inner.type == "type_definition":  # typedef struct { ... } Name;
+                declarator = inner.child_by_field_name("declarator")
+                name = _last_name(declarator.text.decode("utf-8", "replace")) if declarator else ""
+            return "type", name, ""
+    if node.type in PREAMBLE_NODES and node.end_byte - node.start_byte <= MAX_PREAMBLE_ITEM_BYTES:
+        return "preamble", "", ""
+    return "decl", "", ""
+
+
+def _structural(node) -> bool:
+    """A node that is a whole declaration (or holds some), as opposed to a loose token."""
+    if node.type == "ERROR":
+        return any(_structural(c) for c in node.children)
+    return (node.type == "comment" or node.type in CONDITIONALS or node.type in WRAPPERS
+            or node.type in PREAMBLE_NODES or classify(node)[0] in ("type", "function"))
+
+
+def _class_body(node):
+    inner = _inner(node)
+    for candidate in (inner, inner.child_by_field_name("type")):
+        if candidate is not None and candidate.type in TYPE_SPECIFIERS:
+            body = candidate.child_by_field_name("body")
+            return body if body is not None and body.type == "field_declaration_list" else None
+    return None
+
+
+def _last_row(node) -> int:
+    row, column = node.end_point
+    return row - 1 if column == 0 and row > node.start_point[0] else row  # preprocessor lines end after "\n"
+
+
+class _Builder:
+    """Walks the tree once, filling the segment table and the unit list."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.spans: list[tuple[int, int]] = []   # segment byte ranges
+        self.synthetic: dict[int, str] = {}      # segments not copied from the source ("}" closers)
+        self.units: list[Unit] = []
+        self.includes: list[str] = []
+        self.pending: list[int] = []             # comment segments waiting for the unit they document
+        self.last: tuple[Unit | None, int] = (None, -1)  # what ended last, on which row
+
+    def segment(self, start: int, end: int, text: str | None = None) -> int:
+        if text is None and not self.data[start:end].strip():
+            return -1  # e.g. a MISSING `#endif`
+        self.spans.append((start, end))
+        if text is not None:
+            self.synthetic[len(self.spans) - 1] = text
+        return len(self.spans) - 1
+
+    def walk(self, children, scope: tuple) -> None:
+        children = list(children)
+        for i, node in enumerate(children):
+            kind = node.type
+            if node.end_byte == node.start_byte or not self.data[node.start_byte:node.end_byte].strip():
+                continue  # MISSING nodes tree-sitter invented to recover
+            if kind == "comment":
+                index = self.segment(node.start_byte, node.end_byte)
+                unit, row = self.last
+                if row == node.start_point[0] and not self.pending:
+                    if unit is not None:  # `int x;  // why` stays with x
+                        unit.segments.append(index)
+                else:
+                    self.pending.append(index)
+                continue
+            if kind == ";" and self.last[0] is not None and self.last[0].body == len(self.spans) - 1:
+                self._extend_last(node)
+            elif kind in CONDITIONALS:
+                self._conditional(node, scope)
+            elif kind in WRAPPERS and self._body_list(node) is not None:
+                self._wrapper(node, scope)
+            elif kind == "ERROR" and any(_structural(c) for c in node.children):
+                self._error_region(node, scope)
+            elif kind == "ERROR" and i + 1 < len(children) and classify(children[i + 1])[0] in ("type", "function"):
+                # recovery split e.g. a template header from its function: keep them together
+                self.pending.append(self.segment(node.start_byte, node.end_byte))
+            elif kind == ";":
+                self.segment(node.start_byte, node.end_byte)
+            else:
+                self._unit(node, scope)
+
+    def _error_region(self, node, scope: tuple) -> None:
+        """tree-sitter wrapped good code in an ERROR (macros it cannot see through): walk the good
+        parts as usual and keep each run of loose tokens between them as one segment."""
+        loose: list = []
+        for child in list(node.children) + [None]:
+            if child is not None and not _structural(child):
+                loose.append(child)
+                continue
+            if loose:
+                index = self.segment(loose[0].start_byte, loose[-1].end_byte)
+                if index >= 0 and child is not None and classify(child)[0] in ("type", "function"):
+                    self.pending.append(index)  # e.g. `template<...>` cut off from its function
+                elif index >= 0:  # never preamble: such debris must not repeat in every chunk
+                    self._add(Unit("decl", "", "", scope, self.pending + [index],
+                                   index, loose[0].start_byte, loose[-1].end_byte), _last_row(loose[-1]))
+                loose = []
+            if child is not None:
+                self.walk([child], scope)
+
+    def _add(self, unit: Unit, row: int) -> None:
+        self.pending = []
+        self.units.append(unit)
+        self.last = (unit, row)
+
+    def _extend_last(self, node) -> None:
+        unit = self.last[0]
+        self.spans[unit.body] = (self.spans[unit.body][0], node.end_byte)
+        unit.end = node.end_byte
+        self.last = (unit, _last_row(node))
+
+    def _unit(self, node, scope: tuple) -> None:
+        kind, name, owner = classify(node)
+        if kind == "preamble" and scope:
+            kind = "decl"  # declarations inside a namespace stay in their namespace
+        if node.type == "preproc_include":
+            path = node.child_by_field_name("path")
+            if path is not None:
+                self.includes.append(path.text.decode("utf-8", "replace").strip("<>\""))
+        members_body = _class_body(node) if kind == "type" else None
+        if members_body is None:
+            body = self.segment(node.start_byte, node.end_byte)
+            unit = Unit(kind, name, owner, scope, self.pending + [body], body, node.start_byte, node.end_byte)
+        else:
+            unit = self._class_unit(node, members_body, name, scope)
+        self._add(unit, _last_row(node))
+
+    def _class_unit(self, node, body, name: str, scope: tuple) -> Unit:
+        """A class with its members as separate segments, so an oversized class splits between members."""
+        leading = self.pending
+        opener = self.segment(node.start_byte, body.start_byte + 1)
+        members, pending, last_row, last_code = [], [], -1, -1
+        for child in body.children:
+            if child.type in ("{", "}") or child.start_byte == child.end_byte:
+                continue
+            if child.type in (";", ":") and last_code == len(self.spans) - 1:  # `public` + `:`, a stray `;`
+                self.spans[last_code] = (self.spans[last_code][0], child.end_byte)
+                continue
+            index = self.segment(child.start_byte, child.end_byte)
+            if index < 0:
+                continue
+            if child.type == "comment" and members and not pending and child.start_point[0] == last_row:
+                members[-1].append(index)  # same-line trailing comment
+            elif child.type == "comment":
+                pending.append(index)
+            else:
+                members.append(pending + [index])
+                pending, last_code = [], index
+            last_row = _last_row(child)
+        if pending:
+            members.append(pending)
+        closer = self.segment(body.end_byte - 1, node.end_byte)
+        segments = leading + [opener] + [s for member in members for s in member] + [closer]
+        return Unit("type", name, "", scope, segments, closer, node.start_byte, node.end_byte,
+                    members=members, opener=opener)
+
+    @staticmethod
+    def _body_list(node):
+        body = node.child_by_field_name("body")
+        return body if body is not None and body.type == "declaration_list" else None
+
+    def _wrapper(self, node, scope: tuple) -> None:
+        body = self._body_list(node)
+        opener = self.segment(node.start_byte, body.start_byte + 1)
+        self.last = (None, -1)
+        self.walk([c for c in body.children if c.type not in ("{", "}")], scope + (opener,))
+        self.segment(body.end_byte - 1, body.end_byte, "}")
+        self.last = (None, _last_row(body))
+
+    def _conditional(self, node, scope: tuple) -> None:
+        # `#if X` / `#else` lines are kept in place in whole-file docs and dropped from chunks.
+        head = node.child_by_field_name("condition") or node.child_by_field_name("name") or node.children[0]
+        self.segment(node.start_byte, head.end_byte)
+        self.last = (None, -1)
+        alternative = node.child_by_field_name("alternative")
+        skip = {node.children[0].id, head.id} | ({alternative.id} if alternative is not None else set())
+        self.walk([c for c in node.children if c.id not in skip and c.type not in ("#endif", "\n")], scope)
+        if alternative is not None:
+            self._conditional(alternative, scope)
+        endif = node.children[-1]
+        if endif.type == "#endif" and self.segment(endif.start_byte, endif.end_byte) >= 0:
+            self.last = (None, _last_row(endif))
+
+
+def _indentation(data: bytes, start: int) -> str:
+    """The spaces/tabs before `start` when it opens its line (kept: segments may start indented)."""
+    i = start
+    while i > 0 and data[i - 1] in b" \t":
+        i -= 1
+    return data[i:start].decode("ascii") if i == 0 or data[i - 1] == 10 else ""
+
+
+def _references(tree, units: list[Unit], data: bytes) -> None:
+    """Attach called names and referenced type names to the unit whose body contains them."""
+    starts = [u.start for u in units]
+    captures = QueryCursor(REFERENCES).captures(tree.root_node)
+    found: dict[str, list[dict]] = {"call": [{} for _ in units], "type": [{} for _ in units]}
+    for label, buckets in found.items():
+        # captures come back in an order that varies from call to call: sort for determinism
+        spans = sorted((node.start_byte, node.end_byte) for node in captures.get(label, ()))
+        for start, end in spans:
+            i = bisect_right(starts, start) - 1
+            if i >= 0 and end <= units[i].end:
+                buckets[i][data[start:end]] = None  # bytes: decode only the distinct names
+    for unit, calls, types in zip(units, found["call"], found["type"]):
+        names = dict.fromkeys(_last_name(raw.decode("utf-8", "replace")) for raw in calls)
+        unit.calls = tuple(n for n in names if n and n != unit.name)
+        unit.types = tuple(n for n in (raw.decode("utf-8", "replace") for raw in types) if n != unit.name)
+
+
+def parse_units(text: str, count_batch, with_references: bool = True) -> FileUnits:
+    """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once."""
+    data = text.encode("utf-8")
+    tree = parser().parse(data)
+    builder = _Builder(data)
+    builder.walk(tree.root_node.children, ())
+    if builder.pending and builder.units:  # comments after the last unit: keep them with it
+        builder.units[-1].segments.extend(builder.pending)
+    elif builder.pending:  # a file of comments only is still text worth keeping
+        first, last = builder.spans[builder.pending[0]][0], builder.spans[builder.pending[-1]][1]
+        builder.units.append(Unit("decl", "", "", (), builder.pending, builder.pending[-1], first, last))
+    texts = []
+    for i, (start, end) in enumerate(builder.spans):
+        raw = builder.synthetic.get(i)
+        texts.append(_indentation(data, start) + (raw if raw is not None else
+                     data[start:end].decode("utf-8", "replace")).strip() + "\n")
+    tokens = count_batch(texts + [CLOSER])
+    closer_tokens = tokens.pop()
+    scopes: dict[tuple, tuple] = {}
+    for unit in builder.units:
+        unit.tokens = sum(tokens[s] for s in unit.segments)
+        if unit.scope not in scopes:
+            scopes[unit.scope] = tuple((texts[i], tokens[i], CLOSER, closer_tokens) for i in unit.scope)
+        unit.scope = scopes[unit.scope]
+    if with_references and builder.units:
+        _references(tree, builder.units, data)
+    return FileUnits(texts, tokens, builder.units, builder.includes, tree.root_node.has_error)

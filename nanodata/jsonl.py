@@ -1,0 +1,184 @@
+"""Read JSONL docs, including from a file another process may still be writing: whole lines only, from a byte offset.
+
+The published converter parsed whatever `readline()` returned, so a line caught half-written
+crashed it. Here bytes are handed out only up to the last newline on disk; the rest waits for
+the writer. The file is finished when its writer drops `X.jsonl.done` (checked before the last
+read, so nothing written before the marker is missed), when it has not grown for
+`idle_timeout` seconds, or at once when not following. Only then is a final line without a
+newline handed out.
+
+Blocks of whole lines are parsed by Arrow's JSON reader when they are clean and line by line
+when they are not, so bad lines (invalid JSON, missing/non-string/empty text, ...) are reported
+by kind and line while clean input runs at C++ speed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from nanodata.errors import NanodataError
+
+BLOCK = 4 << 20
+POLL_SECONDS = 0.1
+
+
+def done_marker(path: str | os.PathLike) -> Path:
+    return Path(f"{os.fspath(path)}.done")
+
+
+def _wait_for_file(path: Path, follow: bool, idle_timeout: float) -> None:
+    # a writer that writes to a temp name and renames (the chunker does) makes the file appear late
+    deadline = time.monotonic() + idle_timeout
+    while not path.is_file():
+        if not follow:
+            raise NanodataError(f"{path}: input file does not exist")
+        if time.monotonic() > deadline:
+            raise NanodataError(f"{path}: input file did not appear within --idle-timeout {idle_timeout}s")
+        time.sleep(POLL_SECONDS)
+
+
+def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = False,
+                idle_timeout: float = 60.0, block_size: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """Yield (byte offset of the block, block of whole lines); every block but the file's last ends in a newline."""
+    path, block_size = Path(path), block_size or BLOCK
+    _wait_for_file(path, follow, idle_timeout)
+    marker = done_marker(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < offset:
+            raise NanodataError(f"{path}: file has {size} bytes but the checkpoint is at byte {offset} "
+                                f"(was the input replaced?); use a fresh --out")
+        f.seek(offset)
+        pending = b""
+        last_growth = time.monotonic()
+        while True:
+            finished = not follow or marker.exists()  # before the read: data precedes the marker
+            block = f.read(block_size)
+            if block:
+                last_growth = time.monotonic()
+                data = pending + block
+                cut = data.rfind(b"\n") + 1
+                pending = data[cut:]
+                if cut:
+                    yield offset, data[:cut]
+                    offset += cut
+            elif finished or time.monotonic() - last_growth > idle_timeout:
+                break
+            else:
+                time.sleep(POLL_SECONDS)
+        if pending:  # the writer is done, so an unterminated last line is as complete as it gets
+            yield offset, pending
+
+
+def line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) byte positions of each line in a block; `end` is just past its newline."""
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    starts = np.concatenate(([0], ends[:-1]))
+    return starts, ends
+
+
+# ---------------------------------------------------------------- docs: lines → Arrow rows
+
+SCHEMA = pa.schema([("text", pa.string()), ("n_tokens", pa.int64()), ("mode", pa.string()),
+                    ("source", pa.string()), ("kind", pa.string())])
+META_STR = ("mode", "source", "kind")  # the chunker's string metadata; n_tokens is the other column
+# a superset of the characters str.strip() removes: a text made only of these might be "empty"
+MAYBE_BLANK = r"^[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
+
+
+class BadLine(Exception):
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+
+
+@dataclass
+class ParsedBlock:
+    table: pa.Table  # the good rows, in line order
+    lines: np.ndarray  # index (within the block) of the line each row came from
+    bad: list[tuple[int, str, str]]  # (line index, kind, detail) of every bad line
+
+
+def parse_doc(line: bytes) -> tuple:
+    """One JSONL line → a row in SCHEMA order; raises BadLine."""
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:  # includes invalid UTF-8
+        raise BadLine("invalid_json", str(exc)) from None
+    if not isinstance(obj, dict):
+        raise BadLine("not_an_object", f"a JSON {type(obj).__name__}, not an object")
+    if "text" not in obj:
+        raise BadLine("missing_text", "no 'text' field")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise BadLine("non_string_text", f"'text' is a JSON {type(text).__name__}")
+    if not text.strip():
+        raise BadLine("empty_text", "'text' is empty or whitespace")
+    n_tokens = obj.get("n_tokens")
+    if n_tokens is not None and (type(n_tokens) is not int or not 0 <= n_tokens < 2 ** 63):
+        raise BadLine("bad_metadata", f"'n_tokens' is {n_tokens!r}, not a non-negative integer")
+    meta = tuple(obj.get(key) for key in META_STR)
+    for key, value in zip(META_STR, meta):
+        if value is not None and not isinstance(value, str):
+            raise BadLine("bad_metadata", f"{key!r} is a JSON {type(value).__name__}, not a string")
+    try:
+        for value in (text, *meta):
+            if value is not None:
+                value.encode()
+    except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes cannot be stored as UTF-8
+        raise BadLine("invalid_unicode", "a string holds a lone surrogate") from None
+    return (text, n_tokens, *meta)
+
+
+def rows_to_table(rows: list[tuple]) -> pa.Table:
+    columns = list(zip(*rows)) if rows else [[] for _ in SCHEMA]
+    return pa.table([pa.array(col, type=field.type) for col, field in zip(columns, SCHEMA)], schema=SCHEMA)
+
+
+def _parse_block_fast(block: bytes, n_lines: int) -> pa.Table | None:
+    """Arrow's C++ JSON reader, accepted only when every line is a good doc (else None).
+
+    Whatever it accepts, parse_doc accepts with the same values, so which path a line takes
+    never changes the output (a resumed run cuts blocks at other places)."""
+    try:
+        table = pj.read_json(io.BytesIO(block),
+                             read_options=pj.ReadOptions(use_threads=False, block_size=max(len(block), 1 << 20)),
+                             parse_options=pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    text = table.column("text")
+    if (table.num_rows != n_lines  # blank lines vanish, two objects on a line become two rows
+            or text.null_count
+            or pc.any(pc.less(table.column("n_tokens"), 0)).as_py()
+            or pc.any(pc.match_substring_regex(text, MAYBE_BLANK)).as_py()):
+        return None
+    return table
+
+
+def parse_block(block: bytes, n_lines: int) -> ParsedBlock:
+    """Parse a block of `n_lines` whole lines: the fast path for clean blocks, line by line otherwise."""
+    table = _parse_block_fast(block, n_lines)
+    if table is not None:
+        return ParsedBlock(table, np.arange(n_lines), [])
+    lines = block.split(b"\n")[:n_lines]
+    rows, index, bad = [], [], []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(parse_doc(line))
+            index.append(i)
+        except BadLine as exc:
+            bad.append((i, exc.kind, str(exc)))
+    return ParsedBlock(rows_to_table(rows), np.array(index, dtype=np.int64), bad)

@@ -1,0 +1,190 @@
+"""This rank's documents, one tokenizer slice at a time, with a cursor that is an exact position.
+
+Order (nanochat's): files sorted by name; rank r of W reads row groups r, r+W, r+2W, ... of each file; each
+row group is cut into slices of `slice_size` texts. Every document has an id (file slot, row group, row), so a
+resume state can name buffered documents instead of storing their tokens.
+
+Streaming (a corpus still being written or synced): a pass is a sorted listing frozen when the pass starts;
+after it, the directory is rescanned and only shards not yet read in this epoch form the next pass. With no new
+shard the source waits, unless `_COMPLETE` is present, in which case the epoch ends. Because the rank striding
+is per file, ranks that rescan at different moments still split every file's row groups the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from nanodata.dataset import (COMPLETE, default_data_dir, files_for_split, list_parquet_files, open_parquet,
+                              read_manifest, read_texts, split_files)
+from nanodata.errors import NanodataError
+
+log = logging.getLogger("nanodata.loader")
+
+
+class LoaderClosed(Exception):
+    """Raised inside a waiting source when its loader was closed, so a background thread can end."""
+
+
+class DocumentSource:
+    def __init__(self, data_dir, split: str, rank: int, world_size: int, slice_size: int, *,
+                 streaming: bool = False, poll_interval: float = 30.0, stop: threading.Event | None = None):
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.split, self.rank, self.world_size, self.slice_size = split, rank, world_size, slice_size
+        self.streaming, self.poll_interval = streaming, poll_interval
+        self.stop = stop or threading.Event()
+        # cursor: the next slice to read is row `row` of row group `rg_idx` of pass_files[file_idx]
+        self.epoch, self.file_idx, self.rg_idx, self.row = 1, 0, rank, 0
+        self.done_files: list[str] = []  # streaming: files fully read in earlier passes of this epoch
+        self.pass_files: list[str] = [] if streaming else [p.name for p in files_for_split(split, self.data_dir)]
+        self.epoch_has_docs = False
+        self.last_read = (0, 0, 1)  # (pq_idx, rg_idx, epoch) of the latest slice: nanochat's state fields
+        self._slots: dict[str, int] = {}  # file name <-> small int used in document ids
+        self._names: dict[int, str] = {}
+        self._open_file: tuple[str, object] | None = None
+        self._open_group: tuple[str, int, list[str]] | None = None
+        for name in self.pass_files:  # a static corpus: a file's slot is its index, in every run
+            self.slot(name)
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def next_slice(self) -> tuple[list[str], list[tuple[int, int, int]]]:
+        """The next slice of texts and their ids (file slot, row group, row); loops over epochs forever."""
+        while True:
+            if self.file_idx >= len(self.pass_files):
+                self._next_pass()
+                continue
+            name = self.pass_files[self.file_idx]
+            pf = self._parquet(name)
+            if self.rg_idx >= pf.num_row_groups:
+                self.file_idx, self.rg_idx, self.row = self.file_idx + 1, self.rank, 0
+                continue
+            texts = self._row_group(name, pf, self.rg_idx)
+            if self.row >= len(texts):
+                self.rg_idx, self.row = self.rg_idx + self.world_size, 0
+                continue
+            start, self.row = self.row, self.row + self.slice_size
+            chunk = texts[start:self.row]
+            self.epoch_has_docs = True
+            self.last_read = (self.file_idx, self.rg_idx, self.epoch)
+            slot = self.slot(name)
+            return chunk, [(slot, self.rg_idx, start + i) for i in range(len(chunk))]
+
+    def read_docs(self, ids) -> list[str]:
+        """Texts of documents named by ids (slot, row group, row, ...), in the given order."""
+        groups: dict[tuple[int, int], list[str]] = {}
+        texts = []
+        for doc_id in ids:
+            slot, rg_idx, row = doc_id[0], doc_id[1], doc_id[2]
+            if (slot, rg_idx) not in groups:
+                path = self.data_dir / self._names[slot]
+                groups[slot, rg_idx] = read_texts(open_parquet(path), path, rg_idx)
+            rows = groups[slot, rg_idx]
+            if not 0 <= row < len(rows):
+                raise NanodataError(f"{self.data_dir / self._names[slot]} row group {rg_idx}: resume state names row "
+                                    f"{row} but the row group has {len(rows)} rows (did the file change?)")
+            texts.append(rows[row])
+        return texts
+
+    def slot(self, name: str) -> int:
+        if name not in self._slots:
+            slot = max(self._names, default=-1) + 1
+            self._slots[name], self._names[slot] = slot, name
+        return self._slots[name]
+
+    def name_of(self, slot: int) -> str:
+        return self._names[slot]
+
+    def _parquet(self, name: str):
+        if self._open_file is None or self._open_file[0] != name:
+            self._open_file = (name, open_parquet(self.data_dir / name))
+        return self._open_file[1]
+
+    def _row_group(self, name: str, pf, rg_idx: int) -> list[str]:
+        if self._open_group is None or self._open_group[:2] != (name, rg_idx):
+            self._open_group = (name, rg_idx, read_texts(pf, self.data_dir / name, rg_idx))
+        return self._open_group[2]
+
+    # -- passes and epochs --------------------------------------------------------------------------------
+    def _next_pass(self) -> None:
+        if not self.streaming:
+            self._next_epoch(self.pass_files)
+            return
+        waiting = False
+        while True:
+            complete = (self.data_dir / COMPLETE).exists()  # checked before listing: _COMPLETE is written last
+            listing = self._streaming_listing()
+            seen = set(self.done_files) | set(self.pass_files)
+            new = [name for name in listing if name not in seen]
+            if new:
+                self.done_files += self.pass_files
+                self.pass_files, self.file_idx, self.rg_idx, self.row = new, 0, self.rank, 0
+                return
+            if complete:
+                self._next_epoch(listing)
+                return
+            if not waiting:
+                log.warning("nanodata loader: waiting for new %s shards in %s (no %s yet; polling every %gs)",
+                            self.split, self.data_dir, COMPLETE, self.poll_interval)
+                waiting = True
+            if self.stop.wait(self.poll_interval):
+                raise LoaderClosed()
+
+    def _next_epoch(self, files: list[str]) -> None:
+        if not self.epoch_has_docs:
+            raise NanodataError(f"{self.data_dir}: a whole pass over the {self.split} files gave rank {self.rank} "
+                                f"of {self.world_size} no documents (too few row groups or empty files)")
+        self.epoch += 1
+        self.epoch_has_docs = False
+        self.done_files, self.pass_files = [], list(files)
+        self.file_idx, self.rg_idx, self.row = 0, self.rank, 0
+
+    def _streaming_listing(self) -> list[str]:
+        """This split's finished files, sorted. Val is explicit (manifest or val*.parquet), never the newest file."""
+        if not self.data_dir.is_dir():
+            return []
+        if read_manifest(self.data_dir) is not None:
+            train, val = split_files(self.data_dir)
+        else:
+            files = list_parquet_files(self.data_dir)
+            val = [p for p in files if p.name.startswith("val")]
+            train = [p for p in files if p not in val]
+        return [p.name for p in (train if self.split == "train" else val) if p.is_file()]
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        pq_idx, rg_idx, epoch = self.last_read
+        state = {"pq_idx": pq_idx, "rg_idx": rg_idx, "epoch": epoch,
+                 "cursor": [self.epoch, self.file_idx, self.rg_idx, self.row],
+                 "cursor_file": self.pass_files[self.file_idx] if self.file_idx < len(self.pass_files) else None,
+                 "epoch_has_docs": self.epoch_has_docs}
+        if self.streaming:
+            state["epoch_files"], state["pass_start"] = self.done_files + self.pass_files, len(self.done_files)
+        return state
+
+    def load_state_dict(self, state: dict) -> dict[int, int]:
+        """Restore the exact cursor. Returns {slot in the state: slot here} for the state's document ids."""
+        self.epoch, self.file_idx, self.rg_idx, self.row = state["cursor"]
+        self.epoch_has_docs = state["epoch_has_docs"]
+        self.last_read = (state["pq_idx"], state["rg_idx"], state["epoch"])
+        if self.streaming:
+            epoch_files, start = state["epoch_files"], state["pass_start"]
+            self.done_files, self.pass_files = epoch_files[:start], epoch_files[start:]
+            for name in epoch_files:  # the order in which the interrupted run opened them, within this epoch
+                self.slot(name)
+        name = state["cursor_file"]
+        if name is not None and (self.file_idx >= len(self.pass_files) or self.pass_files[self.file_idx] != name):
+            if name not in self.pass_files:
+                raise NanodataError(f"{self.data_dir}: resume state reads {name}, which is no longer a "
+                                    f"{self.split} file")
+            self.file_idx = self.pass_files.index(name)
+        return {slot: self.slot(name) for slot, name in state["files"]}
+
+    def seek_nanochat(self, state: dict) -> None:
+        """Approximate resume from a nanochat state {pq_idx, rg_idx, epoch}: the next row-group stride, as published."""
+        if self.streaming:
+            self.pass_files = self._streaming_listing()
+        self.epoch = state.get("epoch", 1)
+        self.file_idx = state["pq_idx"]
+        self.rg_idx, self.row = (state["rg_idx"] // self.world_size + 1) * self.world_size + self.rank, 0
+        self.epoch_has_docs = True  # the skipped part of this epoch had documents

@@ -1,0 +1,310 @@
+"""Build report of a corpus directory: report.json, SVG plots and an index.html that shows them.
+
+Reads manifest.json and the parquet shards. Token counts come from the chunker's `n_tokens`
+column when the shards carry it, else the text is tokenized. The crop plot answers the question
+a trainer asks before choosing a sequence length: which fraction of tokens would the best-fit
+loader discard at T? It replays the loader's packing (nanodata.loader.packing) on the train docs.
+
+The Airflow reports plugin calls `find_builds`, `ensure_report` and `builds_index_html`, so it
+stays a thin HTTP layer; builds may live on local disk or under a gs:// prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import Counter
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from nanodata.dataset import COMPLETE, MANIFEST, open_parquet, read_manifest, read_texts, split_files
+from nanodata.errors import NanodataError
+from nanodata.svgplot import bar_chart
+
+REPORT_DIR = "report"
+REPORT_JSON = "report.json"
+INDEX_HTML = "index.html"
+CROP_T = (1024, 2048, 4096, 16384)
+MAX_CROP_DOCS = 200_000  # the packing replay is O(docs x buffer); a prefix of the train docs is plenty
+PLOTS = {  # file -> what it shows
+    "doc_tokens.svg": "document length distribution (tokens)",
+    "docs_per_mode.svg": "documents per chunking mode",
+    "shard_sizes.svg": "shard sizes",
+    "crop_fraction.svg": "fraction of tokens cropped by the best-fit loader",
+}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def source_fingerprint(build_dir: Path) -> str:
+    """Changes whenever the build changes: the manifest's bytes, else the shards' names, sizes and mtimes."""
+    manifest = build_dir / MANIFEST
+    if manifest.is_file():
+        return hashlib.sha256(manifest.read_bytes()).hexdigest()
+    listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in build_dir.glob("*.parquet"))
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def _read_shard(path: Path, tokenizer: str) -> tuple[np.ndarray, list[str] | None, bool]:
+    """(token count per doc, mode per doc or None without a mode column, whether n_tokens was stored)."""
+    pf = open_parquet(path)
+    names = pf.schema_arrow.names
+    if "n_tokens" in names:
+        col = pf.read(columns=["n_tokens"]).column("n_tokens")
+        if not pa.types.is_integer(col.type) or col.null_count:
+            raise NanodataError(f"{path}: column n_tokens must be integers without nulls (is {col.type})")
+        lengths = col.to_numpy()
+    else:
+        from nanodata.tokenizer import load
+
+        encoding = load(tokenizer).encoding
+        lengths = np.array([len(ids) for rg in range(pf.num_row_groups)
+                            for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
+    modes = None
+    if "mode" in names:
+        modes = [str(m) for m in pf.read(columns=["mode"]).column("mode").to_pylist()]
+    return lengths.astype(np.int64), modes, "n_tokens" in names
+
+
+def _length_histogram(lengths: np.ndarray) -> tuple[list[str], list[int]]:
+    """Power-of-two bins (doc lengths are heavy-tailed): 0-15, 16-31, 32-63, ..."""
+    top = int(lengths.max(initial=0))
+    edges = [0, 16]
+    while edges[-1] <= top:
+        edges.append(edges[-1] * 2)
+    counts, _ = np.histogram(lengths, bins=edges)
+    return [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:])], counts.tolist()
+
+
+def _length_stats(lengths: np.ndarray) -> dict:
+    if lengths.size == 0:
+        return {"min": 0, "max": 0, "mean": 0.0, "median": 0.0, "p90": 0.0, "p99": 0.0}
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99]).tolist()
+    return {"min": int(lengths.min()), "max": int(lengths.max()), "mean": round(float(lengths.mean()), 2),
+            "median": p50, "p90": p90, "p99": p99}
+
+
+def _crop_fractions(train_lengths: np.ndarray) -> dict[str, float]:
+    from nanodata.loader.packing import simulate_crop_fraction  # the loader's own packing, imported lazily
+
+    docs = train_lengths[:MAX_CROP_DOCS].tolist()
+    return {str(T): round(float(simulate_crop_fraction(docs, T)), 6) for T in CROP_T}
+
+
+def _manifest_summary(manifest: dict | None) -> dict | None:
+    if manifest is None:
+        return None
+    val = manifest.get("val") or {}
+    return {"version": manifest.get("version"), "total_rows": manifest.get("total_rows"),
+            "shards": len(manifest.get("shards", [])), "val_rows": val.get("rows"),
+            "bad_lines": manifest.get("bad_lines"), "created_by": manifest.get("created_by")}
+
+
+def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base") -> dict:
+    """The report's data (what report.json holds)."""
+    build_dir = Path(build_dir)
+    if not build_dir.is_dir():
+        raise NanodataError(f"build dir {build_dir} does not exist")
+    train, val = split_files(build_dir)
+    if not train and not val:
+        raise NanodataError(f"{build_dir}: no parquet shards")
+    shards, train_lengths, all_lengths, modes, has_n_tokens = [], [], [], Counter(), True
+    for split, paths in (("train", train), ("val", val)):
+        for path in paths:
+            lengths, shard_modes, stored = _read_shard(path, tokenizer)
+            has_n_tokens &= stored
+            shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
+                           "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
+            all_lengths.append(lengths)
+            if split == "train":
+                train_lengths.append(lengths)
+            modes.update(shard_modes if shard_modes is not None else ["(no mode column)"] * lengths.size)
+    lengths = np.concatenate(all_lengths)
+    train_cat = np.concatenate(train_lengths) if train_lengths else lengths
+    labels, counts = _length_histogram(lengths)
+    return {
+        "build_dir": str(build_dir.resolve()),
+        "complete": (build_dir / COMPLETE).exists(),
+        "source_fingerprint": source_fingerprint(build_dir),
+        "manifest": _manifest_summary(read_manifest(build_dir)),
+        "docs": int(lengths.size),
+        "tokens": int(lengths.sum()),
+        "token_counts_from": "n_tokens column" if has_n_tokens else f"tokenized with {tokenizer}",
+        "doc_tokens": _length_stats(lengths),
+        "doc_tokens_histogram": dict(zip(labels, counts)),
+        "modes": dict(sorted(modes.items())),
+        "shards": shards,
+        "crop_fraction": _crop_fractions(train_cat),
+        "crop_docs": int(min(train_cat.size, MAX_CROP_DOCS)),
+    }
+
+
+def _kib(v: float) -> str:
+    return f"{v / 1024:.1f}"
+
+
+def render_plots(report: dict) -> dict[str, str]:
+    """file name -> SVG text, one per entry of PLOTS."""
+    shards = report["shards"]
+    return {
+        "doc_tokens.svg": bar_chart(PLOTS["doc_tokens.svg"], list(report["doc_tokens_histogram"]),
+                                    list(report["doc_tokens_histogram"].values()),
+                                    xlabel="tokens per document", ylabel="documents"),
+        "docs_per_mode.svg": bar_chart(PLOTS["docs_per_mode.svg"], list(report["modes"]),
+                                       list(report["modes"].values()), xlabel="mode", ylabel="documents"),
+        "shard_sizes.svg": bar_chart(PLOTS["shard_sizes.svg"], [s["name"] for s in shards],
+                                     [s["bytes"] for s in shards], xlabel="shard", ylabel="KiB",
+                                     value_fmt=_kib),
+        "crop_fraction.svg": bar_chart(PLOTS["crop_fraction.svg"], [f"T={t}" for t in report["crop_fraction"]],
+                                       [100 * v for v in report["crop_fraction"].values()],
+                                       xlabel="sequence length", ylabel="% of tokens cropped",
+                                       value_fmt=lambda v: f"{v:.1f}%"),
+    }
+
+
+def _table(rows: list[tuple[str, object]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+
+
+def render_html(report: dict) -> str:
+    stats, manifest = report["doc_tokens"], report["manifest"] or {}
+    summary = [("build", report["build_dir"]), ("complete (_COMPLETE present)", report["complete"]),
+               ("documents", report["docs"]), ("tokens", report["tokens"]),
+               ("token counts", report["token_counts_from"]),
+               *((f"doc tokens {k}", v) for k, v in stats.items()),
+               *((f"cropped at T={t}", f"{100 * v:.2f}%") for t, v in report["crop_fraction"].items()),
+               ("crop simulated on", f"{report['crop_docs']} train docs")]
+    shards = "".join(f"<tr><td>{escape(s['name'])}</td><td>{s['split']}</td><td>{s['rows']}</td>"
+                     f"<td>{s['tokens']}</td><td>{s['bytes']}</td></tr>" for s in report["shards"])
+    plots = "".join(f'<figure><img src="{name}" alt="{escape(title)}"></figure>' for name, title in PLOTS.items())
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>nanodata build report</title>
+<style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;margin-bottom:1em}}
+th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left}} figure{{display:inline-block;margin:0.5em}}</style>
+</head><body>
+<h1>nanodata build report</h1>
+{_table(summary)}
+<h2>Manifest</h2>
+{_table(list(manifest.items())) if manifest else "<p>no manifest.json</p>"}
+<h2>Plots</h2>
+{plots}
+<h2>Shards</h2>
+<table><tr><th>name</th><th>split</th><th>rows</th><th>tokens</th><th>bytes</th></tr>{shards}</table>
+<p><a href="{REPORT_JSON}">report.json</a></p>
+</body></html>
+"""
+
+
+def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                 tokenizer: str = "cl100k_base") -> Path:
+    """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
+
+    Every file is written to a temp name and renamed. Returns the path of index.html.
+    """
+    report = build_report(build_dir, tokenizer)
+    out = Path(out_dir) if out_dir is not None else Path(build_dir) / REPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for name, svg in render_plots(report).items():
+        _atomic_write(out / name, svg)
+    _atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
+    _atomic_write(out / INDEX_HTML, render_html(report))
+    return out / INDEX_HTML
+
+
+def _is_gcs(uri: str) -> bool:
+    return str(uri).startswith("gs://")
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join([str(base).rstrip("/"), *parts])
+
+
+def _recorded_fingerprint(report_json: bytes | None) -> str | None:
+    try:
+        return json.loads(report_json)["source_fingerprint"]
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def ensure_report(build: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """The report dir (local path or gs:// URI) of a build, up to date with the build's manifest.
+
+    A local build's report is (re)written in place. A gs:// build's report is used where the DAG
+    wrote it (BUILD/report/); when that is missing or stale, the build is fetched and the report
+    written into a local cache dir, so serving a report never needs write access to the bucket.
+    """
+    from nanodata import storage
+
+    build = str(build)
+    if not _is_gcs(build):
+        out = Path(build) / REPORT_DIR
+        if (_recorded_fingerprint(storage.read_bytes(out / REPORT_JSON)) != source_fingerprint(Path(build))
+                or not (out / INDEX_HTML).is_file()):
+            write_report(build, out)
+        return str(out)
+    manifest = storage.read_bytes(_join(build, MANIFEST))
+    if manifest is None:
+        raise NanodataError(f"{build}: no {MANIFEST}")
+    want = hashlib.sha256(manifest).hexdigest()
+    in_bucket = _join(build, REPORT_DIR)
+    if _recorded_fingerprint(storage.read_bytes(_join(in_bucket, REPORT_JSON))) == want:
+        return in_bucket
+    cache_root = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "nanodata" / "reports"
+    cache = cache_root / hashlib.sha256(build.encode()).hexdigest()[:16]
+    if _recorded_fingerprint(storage.read_bytes(cache / REPORT_JSON)) != want:
+        with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
+            storage.sync(build, tmp)
+            write_report(tmp, cache)
+    return str(cache)
+
+
+def find_builds(root: str | os.PathLike, max_depth: int = 4) -> list[str]:
+    """Builds under a local dir or gs:// prefix: dirs holding a manifest.json, as sorted relative paths.
+
+    Hidden dirs (the DAG's .staging/) and report dirs are skipped, as are builds nested deeper than max_depth.
+    """
+    from nanodata import storage
+
+    builds = set()
+    for name in storage.list_names(root):
+        *dirs, base = name.split("/")
+        if base == MANIFEST and dirs and len(dirs) <= max_depth and REPORT_DIR not in dirs \
+                and not any(d.startswith(".") for d in dirs):
+            builds.add("/".join(dirs))
+    return sorted(builds)
+
+
+def builds_index_html(root: str | os.PathLike, builds: list[str], link_prefix: str = "") -> str:
+    items = "".join(f'<li><a href="{link_prefix}{escape(b)}/">{escape(b)}</a></li>' for b in builds)
+    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>nanodata builds</title></head>"
+            f"<body style=\"font-family:sans-serif\"><h1>nanodata builds</h1><p>under {escape(str(root))}</p>"
+            f"<ul>{items or '<li>no builds yet</li>'}</ul></body></html>\n")
+
+
+def configure_parser(parser) -> None:
+    parser.add_argument("build_dir", metavar="BUILD_DIR",
+                        help="a built corpus: parquet shards (+ manifest.json) as written by `nanodata to-parquet`")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help=f"where to write the report (default: BUILD_DIR/{REPORT_DIR})")
+    parser.add_argument("--tokenizer", default="cl100k_base",
+                        help="tokenizer for counting tokens when the shards have no n_tokens column "
+                             "(tiktoken name or a dir from `nanodata tokenizer`; default: cl100k_base)")
+
+
+def run(args) -> int:
+    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer)
+    report = json.loads((index.parent / REPORT_JSON).read_text())
+    crop = ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in report["crop_fraction"].items())
+    print(f"{report['docs']} docs, {report['tokens']} tokens in {len(report['shards'])} shards; cropped {crop}")
+    print(f"report: {index}")
+    return 0

@@ -1,0 +1,464 @@
+"""Copy a corpus between a local directory and gs://bucket/prefix: ordered, idempotent, verified.
+
+The published upload/download loops polled with `gcloud storage cp` and could exit after the
+sentinel while a shard that landed between two listings was never copied. Here:
+- data files go first (in parallel), then `manifest.json`, then `_COMPLETE`, and the sentinel
+  is copied only if nothing failed and every file the manifest names is at the destination;
+- `--watch` keeps syncing until it sees the source's `_COMPLETE`, then lists once more;
+- a file whose size and crc32c already match at the destination is skipped, so a re-run
+  after any failure copies exactly what is missing;
+- downloads land in `name.tmp`, are checked against the object's crc32c, then renamed.
+Writers' work files (`*.tmp`, `_*` such as `_progress.json`; `_COMPLETE` excepted) are not copied.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import google_crc32c
+
+from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.errors import NanodataError
+
+log = logging.getLogger(__name__)
+
+RESUMABLE_THRESHOLD = 8 * 1024 * 1024  # larger files use a chunked resumable upload
+RESUMABLE_CHUNK = 8 * 1024 * 1024  # must be a multiple of 256 KiB
+TIMEOUT = (10, 120)  # (connect, read) seconds per HTTP request
+COPY_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Entry:
+    size: int
+    crc32c: str  # base64 of the big-endian CRC32C, as GCS reports it
+
+
+# ---------------------------------------------------------------- checksums and names
+
+def crc32c_of_file(path: str | os.PathLike) -> str:
+    checksum = google_crc32c.Checksum()
+    with open(path, "rb") as f:
+        while block := f.read(COPY_BLOCK):
+            checksum.update(block)
+    return base64.b64encode(checksum.digest()).decode()
+
+
+def is_synced_name(name: str) -> bool:
+    """Finished corpus files only: writers' temp and work files stay where they are."""
+    base = name.rsplit("/", 1)[-1]
+    return not (name.endswith(".tmp") or base.startswith(".") or (base.startswith("_") and base != COMPLETE))
+
+
+def safe_relative_name(name: str, where: str) -> str:
+    """An object name that stays inside the destination directory, or a NanodataError."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
+        raise NanodataError(f"{where}: object name {name!r} would escape the destination "
+                            f"(empty, absolute or '..' path component); refusing to sync it")
+    return name
+
+
+def parse_gs(uri: str) -> tuple[str, str] | None:
+    """gs://bucket/prefix → (bucket, 'prefix/'); a local path → None."""
+    if not uri.startswith("gs://"):
+        return None
+    bucket, _, prefix = uri[len("gs://"):].partition("/")
+    if not bucket:
+        raise NanodataError(f"{uri}: no bucket name (expected gs://bucket/prefix)")
+    prefix = prefix.strip("/")
+    return bucket, (prefix + "/" if prefix else "")
+
+
+# ---------------------------------------------------------------- client and retries
+
+_local = threading.local()
+
+
+def gcs_client():
+    """A client per thread, pointed at STORAGE_EMULATOR_HOST when set (anonymous), else ADC."""
+    from google.cloud import storage
+
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    cached = getattr(_local, "client", None)
+    if cached is not None and cached[0] == emulator:
+        return cached[1]
+    if emulator:
+        from google.auth.credentials import AnonymousCredentials
+
+        client = storage.Client(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "nanodata-emulator"),
+                                credentials=AnonymousCredentials())
+    else:
+        import google.auth.exceptions
+
+        try:
+            client = storage.Client()
+        except google.auth.exceptions.DefaultCredentialsError as exc:
+            raise NanodataError(f"no Google credentials for gs:// ({exc}); run `gcloud auth application-default "
+                                f"login`, set GOOGLE_APPLICATION_CREDENTIALS, or STORAGE_EMULATOR_HOST") from None
+    _local.client = (emulator, client)
+    return client
+
+
+class CorruptTransfer(Exception):
+    """The bytes that arrived do not have the crc32c the source reported (retried like a dropped connection)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth.exceptions import TransportError
+    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
+
+    if isinstance(exc, (api.TooManyRequests, api.ServerError, requests.ConnectionError, requests.Timeout,
+                        requests.exceptions.ChunkedEncodingError, ConnectionError, TimeoutError, TransportError,
+                        DataCorruption, CorruptTransfer)):
+        return True
+    if isinstance(exc, InvalidResponse):
+        status = getattr(exc.response, "status_code", 0)
+        return status == 429 or status >= 500
+    return False
+
+
+def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5):
+    """fn() with exponential backoff (plus jitter) on 429, 5xx, dropped connections and corrupt transfers."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt == attempts - 1 or not is_transient(exc):
+                raise
+            delay = min(backoff * 2 ** attempt, 30.0) * (0.5 + random.random())
+            log.warning("%s: %s: %s; retry %d/%d in %.1fs", what, type(exc).__name__, str(exc)[:200],
+                        attempt + 1, attempts - 1, delay)
+            time.sleep(delay)
+
+
+# ---------------------------------------------------------------- the two kinds of side
+
+class LocalSide:
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.uri = str(self.root)
+        self._crc_cache: dict[tuple[str, int, int], str] = {}
+
+    def path(self, name: str) -> Path:
+        return self.root.joinpath(*name.split("/"))
+
+    def list(self) -> dict[str, Entry]:
+        if not self.root.is_dir():
+            return {}
+        out = {}
+        for path in sorted(self.root.rglob("*")):
+            name = path.relative_to(self.root).as_posix()
+            if path.is_file() and is_synced_name(name):
+                out[name] = Entry(path.stat().st_size, self._crc32c(path))
+        return out
+
+    def _crc32c(self, path: Path) -> str:
+        st = path.stat()  # cached by (path, size, mtime) so a watch loop does not re-read every shard
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in self._crc_cache:
+            self._crc_cache[key] = crc32c_of_file(path)
+        return self._crc_cache[key]
+
+    def read_into(self, name: str, fileobj) -> None:
+        with open(self.path(name), "rb") as f:
+            shutil.copyfileobj(f, fileobj, COPY_BLOCK)
+
+    def receive(self, name: str, expected: Entry, fill) -> None:
+        """fill(fileobj) writes the bytes to `name.tmp`; renamed into place only if the crc32c matches."""
+        path = self.path(safe_relative_name(name, self.uri))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                fill(f)
+            got = crc32c_of_file(tmp)
+            if got != expected.crc32c:
+                raise CorruptTransfer(f"{name}: crc32c {got} after transfer, source says {expected.crc32c}")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed attempt leaves nothing behind
+
+    def delete(self, name: str) -> None:
+        self.path(name).unlink()
+
+
+class GcsSide:
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/")
+        self.bucket_name, self.prefix = parse_gs(uri)
+
+    def blob(self, name: str, chunk_size: int | None = None):
+        return gcs_client().bucket(self.bucket_name).blob(self.prefix + name, chunk_size=chunk_size)
+
+    def list(self) -> dict[str, Entry]:
+        from google.api_core.exceptions import NotFound
+
+        def fetch():
+            blobs = gcs_client().list_blobs(self.bucket_name, prefix=self.prefix, retry=None, timeout=TIMEOUT)
+            return [(b.name, b.size, b.crc32c) for b in blobs]
+
+        try:
+            listing = with_retries(fetch, f"list {self.uri}")
+        except NotFound:
+            raise NanodataError(f"{self.uri}: bucket {self.bucket_name!r} does not exist") from None
+        out = {}
+        for full, size, crc in listing:
+            name = full[len(self.prefix):]
+            if is_synced_name(name):
+                out[name] = Entry(int(size), crc)
+        return out
+
+    def read_into(self, name: str, fileobj) -> None:
+        self.blob(name).download_to_file(fileobj, checksum=None, retry=None, timeout=TIMEOUT)
+
+    def send(self, name: str, path: Path, entry: Entry) -> None:
+        blob = self.blob(name, RESUMABLE_CHUNK if entry.size > RESUMABLE_THRESHOLD else None)
+        blob.upload_from_filename(str(path), checksum="crc32c", retry=None, timeout=TIMEOUT)
+        if blob.crc32c != entry.crc32c:  # the server's own checksum of what it stored
+            raise CorruptTransfer(f"{name}: stored crc32c {blob.crc32c}, local file has {entry.crc32c}")
+
+    def delete(self, name: str) -> None:
+        self.blob(name).delete(retry=None, timeout=TIMEOUT)
+
+
+def open_side(uri: str | os.PathLike):
+    uri = os.fspath(uri)
+    return GcsSide(uri) if parse_gs(uri) else LocalSide(uri)
+
+
+def copy_one(src, dst, name: str, entry: Entry, attempts: int, backoff: float) -> None:
+    if isinstance(dst, GcsSide):
+        fn = lambda: dst.send(name, src.path(name), entry)  # noqa: E731
+    else:
+        fn = lambda: dst.receive(name, entry, lambda f: src.read_into(name, f))  # noqa: E731
+    with_retries(fn, f"{src.uri}/{name} -> {dst.uri}/{name}", attempts, backoff)
+
+
+# ---------------------------------------------------------------- sync
+
+class _Run:
+    """One sync run's state across watch passes: what it has handled and the running totals."""
+
+    def __init__(self, src, dst, workers: int, delete: bool, attempts: int, backoff: float):
+        self.src, self.dst, self.workers, self.delete = src, dst, workers, delete
+        self.attempts, self.backoff = attempts, backoff
+        self.done: dict[str, Entry] = {}  # names this run copied or found matching, with the version seen
+        self.totals = {"uploaded": 0, "bytes": 0, "skipped": 0, "failed": 0, "deleted": 0, "failed_names": []}
+
+    def transfer(self, names: list[str], listing: dict[str, Entry], dst_listing: dict[str, Entry]) -> int:
+        """Copy `names` in parallel; returns how many failed."""
+        todo = []
+        for name in names:
+            entry = listing[name]
+            if self.done.get(name) == entry:
+                continue  # handled in an earlier watch pass
+            if dst_listing.get(name) == entry:
+                self.totals["skipped"] += 1
+                self.done[name] = entry
+            else:
+                todo.append(name)
+        if not todo:
+            return 0
+
+        def one(name: str):
+            try:
+                copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff)
+                return name, None
+            except NanodataError:
+                raise
+            except Exception as exc:
+                return name, exc
+
+        from tqdm import tqdm
+
+        failed = 0
+        with ThreadPoolExecutor(max(1, min(self.workers, len(todo)))) as pool:
+            for name, exc in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
+                                  disable=None, leave=False):
+                if exc is None:
+                    self.done[name] = listing[name]
+                    self.totals["uploaded"] += 1
+                    self.totals["bytes"] += listing[name].size
+                else:
+                    failed += 1
+                    self.totals["failed"] += 1
+                    self.totals["failed_names"].append(name)
+                    log.error("sync %s: failed after %d attempts: %s: %s", name, self.attempts,
+                              type(exc).__name__, str(exc)[:300])
+        return failed
+
+    def run_pass(self, listing: dict[str, Entry], final: bool) -> None:
+        if isinstance(self.src, GcsSide):  # refuse a hostile listing before writing anything
+            for name in listing:
+                safe_relative_name(name, self.src.uri)
+        dst_listing = self.dst.list()
+        data = [n for n in listing if n not in (MANIFEST, COMPLETE)]
+        failed = self.transfer(data, listing, dst_listing)
+        if not final:
+            return
+        if self.delete:
+            for name in sorted(set(dst_listing) - set(listing)):
+                self.dst.delete(name)
+                self.totals["deleted"] += 1
+        if MANIFEST in listing:
+            failed += self.transfer([MANIFEST], listing, dst_listing)
+        if COMPLETE in listing:
+            missing = self._missing_from_manifest()
+            self.totals["failed"] += len(missing)
+            self.totals["failed_names"] += missing
+            if failed or missing:
+                log.error("sync: not copying %s: %d transfer(s) failed; named in %s but missing: %s",
+                          COMPLETE, failed, MANIFEST, missing[:5])
+            else:
+                self.transfer([COMPLETE], listing, dst_listing)
+
+    def _missing_from_manifest(self) -> list[str]:
+        if MANIFEST not in self.done:
+            return []
+        try:
+            manifest = json.loads(read_bytes(f"{self.dst.uri}/{MANIFEST}") or b"{}")
+            named = [s["name"] for s in manifest.get("shards", [])] + ([manifest["val"]["name"]]
+                                                                       if manifest.get("val") else [])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("sync: %s is not a nanodata manifest; not checking the files it names", MANIFEST)
+            return []
+        present = self.dst.list()
+        return [n for n in named if n not in present]
+
+
+def sync(src: str | os.PathLike, dst: str | os.PathLike, *, workers: int = 8, watch: bool = False,
+         delete: bool = False, poll_interval: float = 5.0, attempts: int = 5, backoff: float = 0.5) -> dict:
+    """Copy every finished file of SRC to DST (see module doc). Returns the totals:
+    {"uploaded", "bytes", "skipped", "failed", "deleted", "failed_names", "passes", "complete", "seconds"}."""
+    started = time.perf_counter()
+    run = _Run(open_side(src), open_side(dst), workers, delete, attempts, backoff)
+    if isinstance(run.src, GcsSide) and isinstance(run.dst, GcsSide):
+        raise NanodataError(f"{src} -> {dst}: one side of a sync must be a local directory")
+    if isinstance(run.src, LocalSide) and not watch and not run.src.root.is_dir():
+        raise NanodataError(f"{src}: source directory does not exist")
+    passes = 0
+    while True:
+        listing = run.src.list()
+        complete = COMPLETE in listing
+        if complete:
+            # the sentinel is written last: one more listing catches files that landed while this one was taken
+            listing = run.src.list()
+        passes += 1
+        run.run_pass(listing, final=complete or not watch)
+        if complete or not watch:
+            break
+        time.sleep(poll_interval)
+    totals = dict(run.totals, passes=passes, complete=COMPLETE in run.done,
+                  seconds=round(time.perf_counter() - started, 3))
+    log.info("sync %s -> %s: %s", src, dst, summary_line(totals))
+    return totals
+
+
+def summary_line(totals: dict) -> str:
+    return (f"uploaded {totals['uploaded']} files ({totals['bytes']} bytes), "
+            f"skipped {totals['skipped']}, failed {totals['failed']}")
+
+
+# ---------------------------------------------------------------- small objects (DAGs, markers)
+
+def _split(uri: str | os.PathLike) -> tuple[object, str]:
+    uri = os.fspath(uri)
+    gs = parse_gs(uri)
+    if gs is None:
+        return LocalSide(os.path.dirname(uri) or "."), os.path.basename(uri)
+    bucket, key = gs
+    return GcsSide(f"gs://{bucket}"), key.rstrip("/")
+
+
+def read_bytes(uri: str | os.PathLike) -> bytes | None:
+    """The object's bytes, or None if it does not exist."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        try:
+            return side.path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return with_retries(lambda: side.blob(name).download_as_bytes(retry=None, timeout=TIMEOUT), f"read {uri}")
+    except NotFound:
+        return None
+
+
+def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
+    """Write a small object whole (local: temp file + rename)."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        path = side.path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return
+    with_retries(lambda: side.blob(name).upload_from_string(data, checksum="crc32c", retry=None, timeout=TIMEOUT),
+                 f"write {uri}")
+
+
+def exists(uri: str | os.PathLike) -> bool:
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        return side.path(name).exists()
+    return with_retries(lambda: side.blob(name).exists(retry=None, timeout=TIMEOUT), f"stat {uri}")
+
+
+def list_names(uri_prefix: str | os.PathLike) -> list[str]:
+    """Sorted names of every file under a directory or gs:// prefix, relative to it ('a/b.parquet')."""
+    uri_prefix = os.fspath(uri_prefix)
+    gs = parse_gs(uri_prefix)
+    if gs is None:
+        root = Path(uri_prefix)
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    bucket, prefix = gs
+    names = with_retries(lambda: [b.name for b in gcs_client().list_blobs(bucket, prefix=prefix, retry=None,
+                                                                           timeout=TIMEOUT)], f"list {uri_prefix}")
+    return sorted(n[len(prefix):] for n in names)
+
+
+# ---------------------------------------------------------------- CLI
+
+def configure_parser(parser) -> None:
+    parser.description = ("Copy a corpus directory between local disk and gs://bucket/prefix (either direction). "
+                          "Shards first, then manifest.json, then _COMPLETE; files whose size and crc32c already "
+                          "match are skipped; downloads are verified and renamed into place. Set "
+                          "STORAGE_EMULATOR_HOST to talk to an emulator; otherwise application-default credentials.")
+    parser.add_argument("src", metavar="SRC", help="local directory or gs://bucket/prefix")
+    parser.add_argument("dst", metavar="DST", help="local directory or gs://bucket/prefix")
+    parser.add_argument("--workers", type=int, default=8, help="parallel transfers (default: 8)")
+    parser.add_argument("--watch", action="store_true",
+                        help="keep syncing new files until the source's _COMPLETE has been copied")
+    parser.add_argument("--delete", action="store_true",
+                        help="delete destination files that are not in the source (never done otherwise)")
+    parser.add_argument("--poll-interval", type=float, default=5.0,
+                        help="seconds between listings in --watch mode (default: 5)")
+    parser.add_argument("--attempts", type=int, default=5,
+                        help="tries per file on 429/5xx/dropped connections, with exponential backoff (default: 5)")
+
+
+def run(args) -> int:
+    if args.workers < 1:
+        raise NanodataError(f"--workers must be >= 1, not {args.workers}")
+    if args.poll_interval <= 0:
+        raise NanodataError(f"--poll-interval must be > 0, not {args.poll_interval}")
+    totals = sync(args.src, args.dst, workers=args.workers, watch=args.watch, delete=args.delete,
+                  poll_interval=args.poll_interval, attempts=args.attempts)
+    print(summary_line(totals))
+    return 1 if totals["failed"] else 0
