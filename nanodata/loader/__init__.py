@@ -1,14 +1,21 @@
 """nanodata's distributed pretraining loaders (drop-in for nanochat's): parquet -> tokens -> (B, T) batches.
 
 source.py reads this rank's documents, packing.py packs them best-fit, loader.py ties them to the device.
+The loaders are imported on first use, so `nanodata.loader.packing` (used by the build report) needs no torch.
 """
 
-from nanodata.loader.loader import (tokenizing_distributed_data_loader,
-                                    tokenizing_distributed_data_loader_bos_bestfit,
-                                    tokenizing_distributed_data_loader_with_state,
-                                    tokenizing_distributed_data_loader_with_state_bos_bestfit)
 from nanodata.loader.packing import simulate_crop_fraction
 
-__all__ = ["tokenizing_distributed_data_loader_with_state_bos_bestfit", "tokenizing_distributed_data_loader_bos_bestfit",
-           "tokenizing_distributed_data_loader", "tokenizing_distributed_data_loader_with_state",
-           "simulate_crop_fraction"]
+LOADERS = ("tokenizing_distributed_data_loader_with_state_bos_bestfit",
+           "tokenizing_distributed_data_loader_bos_bestfit",
+           "tokenizing_distributed_data_loader_with_state",
+           "tokenizing_distributed_data_loader")
+__all__ = [*LOADERS, "simulate_crop_fraction"]
+
+
+def __getattr__(name: str):
+    if name in LOADERS:
+        from nanodata.loader import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module 'nanodata.loader' has no attribute {name!r}")

@@ -36,7 +36,8 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
         resume_state_dict=None, buffer_size=1000, *, data_dir=None, rank=None, world_size=None, crop="discard",
         streaming=False, prefetch=2, poll_interval=30.0, return_doc_info=False):
     """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
-    doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True."""
+    doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True. inputs and targets are views of one
+    reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch."""
     _check_positive(B=B, T=T, buffer_size=buffer_size)
     if crop not in CROP_POLICIES:
         raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")

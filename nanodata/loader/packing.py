@@ -152,6 +152,13 @@ class BestFitPacker:
         return arrival, tokens, doc_id, offset
 
 
+class _NoRow:
+    """A row that ignores writes: a simulation needs only the packing decisions."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
 def simulate_crop_fraction(doc_lengths, T: int, buffer_size: int = 1000, crop: str = "discard",
                            slice_size: int = 128) -> float:
     """Fraction of tokens cropped when best-fit packing docs of these token lengths (each plus a BOS) into rows
@@ -168,11 +175,11 @@ def simulate_crop_fraction(doc_lengths, T: int, buffer_size: int = 1000, crop: s
         if next_doc >= len(lengths):
             return False
         for i in range(next_doc, min(next_doc + slice_size, len(lengths))):
-            packer.add([0] * lengths[i], (i,))  # contents do not matter
+            packer.add(range(lengths[i]), (i,))  # a range has the doc's length and holds no tokens
         next_doc += slice_size
         return True
 
-    row = np.empty(T + 1, dtype=np.int32)
+    row = _NoRow()
     while packer.fill_row(row, refill) == T + 1:
         pass
     return packer.cropped_tokens / total

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+import pytest
 import torch
 
 from corpus import make_docs, write_parquet
@@ -29,23 +30,35 @@ def _write_slowly(data_dir, names, pause):
     (data_dir / "_COMPLETE").write_text("")
 
 
-def test_shards_appearing_during_the_run_are_each_read_once(tmp_path):
+def _read_two_epochs(data_dir, rank, world_size, out):
+    source = DocumentSource(data_dir, "train", rank, world_size, slice_size=5, streaming=True, poll_interval=0.02)
+    epoch1, epoch2 = [], []
+    while len(epoch2) < 5:
+        _, ids = source.next_slice()
+        (epoch1 if source.last_read[2] == 1 else epoch2).extend((source.name_of(s), rg, row) for s, rg, row in ids)
+    out[rank] = epoch1, epoch2
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_shards_appearing_during_the_run_are_each_read_once(tmp_path, world_size):
     data_dir = tmp_path / "growing"
     names = ["shard_00002.parquet", "val_shard.parquet", "shard_00000.parquet", "shard_00001.parquet",
              "shard_00003.parquet"]
     writer = threading.Thread(target=_write_slowly, args=(data_dir, names, 0.15))
     writer.start()
-    source = DocumentSource(data_dir, "train", 0, 1, slice_size=5, streaming=True, poll_interval=0.02)
-    epoch1, epoch2 = [], []
-    while len(epoch2) < 10:
-        _, ids = source.next_slice()
-        (epoch1 if source.last_read[2] == 1 else epoch2).extend((source.name_of(s), rg, row) for s, rg, row in ids)
-    writer.join()
+    results = {}
+    readers = [threading.Thread(target=_read_two_epochs, args=(data_dir, rank, world_size, results))
+               for rank in range(world_size)]
+    for thread in readers:
+        thread.start()
+    for thread in readers + [writer]:
+        thread.join()
+    epoch1 = [doc for rank in range(world_size) for doc in results[rank][0]]
     train = sorted(n for n in names if n.startswith("shard"))
     expected = sorted((name, rg, row) for name in train for rg in range(3) for row in range(8))
-    assert sorted(epoch1) == expected  # every train doc exactly once, no val doc
-    assert [name for name, _, _ in epoch1][:8] == ["shard_00002.parquet"] * 8  # read as soon as it appeared
-    assert epoch2[0] == ("shard_00000.parquet", 0, 0)  # epoch 2: the full sorted listing
+    assert sorted(epoch1) == expected  # every train doc exactly once across ranks, no val doc
+    assert [name for name, _, _ in results[0][0]][:8] == ["shard_00002.parquet"] * 8  # read as soon as it appeared
+    assert results[0][1][0] == ("shard_00000.parquet", 0, 0)  # epoch 2: the full sorted listing
 
 
 def test_loader_waits_with_a_log_line_then_trains(tmp_path, tokenizer, caplog):
