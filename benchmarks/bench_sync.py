@@ -20,7 +20,7 @@ from nanodata.emulator import GcsEmulator
 
 N_FILES = 200
 FILE_BYTES = 256 * 1024
-GOAL_SPEEDUP = 1.0  # at least no slower; the emulator is single-threaded
+GOAL_SPEEDUP = 1.5  # the emulator answers one request at a time, which caps the gain
 
 
 def make_corpus(root: Path) -> int:

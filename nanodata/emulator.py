@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,17 +21,28 @@ import requests
 from nanodata.errors import NanodataError
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Runs the emulator's own main() with two changes to its stdlib HTTP server: the listen backlog goes
+# from 5 to 128 (a client with more parallel connections than 5 otherwise sees resets and 1 s SYN
+# retransmits that real GCS never causes), and it prints the port it bound, so it can bind port 0
+# itself and no other process can take the port between our choosing it and the bind.
+LAUNCH = """
+import http.server, socketserver, sys
+socketserver.TCPServer.request_queue_size = 128
+_bind = http.server.HTTPServer.server_bind
+def server_bind(self):
+    _bind(self)
+    print("listening on port", self.server_address[1], flush=True)
+http.server.HTTPServer.server_bind = server_bind
+from gcp_storage_emulator.__main__ import main
+main(sys.argv[1:])
+"""
 
 
 class GcsEmulator:
     """`with GcsEmulator() as emu:` → emulator answering at `emu.host` (set STORAGE_EMULATOR_HOST to it)."""
 
     def __init__(self, port: int = 0, root: str | os.PathLike | None = None, startup_timeout: float = 30.0):
-        self.port = port or free_port()  # fixed for the object's life, so a restart keeps the same URL
+        self.port = port  # 0: the first start picks a free one; restarts keep it, so the URL stays valid
         self._own_root = root is None
         self.root = tempfile.mkdtemp(prefix="nanodata-gcs-") if root is None else os.fspath(root)
         os.makedirs(self.root, exist_ok=True)
@@ -51,24 +62,28 @@ class GcsEmulator:
     def start(self) -> "GcsEmulator":
         if self.running:
             return self
-        cmd = [sys.executable, "-m", "gcp_storage_emulator", "--data-dir", self.root,
+        cmd = [sys.executable, "-c", LAUNCH, "--data-dir", self.root,
                "start", "--host", "127.0.0.1", "--port", str(self.port), "--quiet"]
-        with open(self._log_path, "ab") as log:
+        with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True)  # a Ctrl-C in the terminal is ours to handle
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise NanodataError(f"gcs emulator on port {self.port} exited at startup "
+                raise NanodataError(f"gcs emulator (port {self.port or 'any'}) exited at startup "
                                     f"(code {self._proc.returncode}); log: {self._log_tail()}")
-            try:
-                if requests.get(self.host + "/", timeout=1).ok:
-                    return self
-            except requests.RequestException:
-                pass
+            bound = re.search(rb"listening on port (\d+)", self._log_bytes())
+            if bound:
+                self.port = int(bound.group(1))
+                try:
+                    if requests.get(self.host + "/", timeout=1).ok:
+                        return self
+                except requests.RequestException:
+                    pass
             time.sleep(0.05)
         self.stop()
-        raise NanodataError(f"gcs emulator on port {self.port} did not answer within {self.startup_timeout}s")
+        raise NanodataError(f"gcs emulator (port {self.port or 'any'}) did not answer within {self.startup_timeout}s; "
+                            f"log: {self._log_tail()}")
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -88,12 +103,15 @@ class GcsEmulator:
             raise NanodataError(f"gcs emulator: creating bucket {name!r} failed: {resp.status_code} {resp.text[:200]}")
         return name
 
-    def _log_tail(self, n: int = 800) -> str:
+    def _log_bytes(self) -> bytes:
         try:
             with open(self._log_path, "rb") as f:
-                return f.read()[-n:].decode(errors="replace").strip()
+                return f.read()
         except OSError:
-            return "(no log)"
+            return b""
+
+    def _log_tail(self, n: int = 800) -> str:
+        return self._log_bytes()[-n:].decode(errors="replace").strip() or "(empty)"
 
     def close(self) -> None:
         self.stop()

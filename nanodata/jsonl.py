@@ -1,4 +1,4 @@
-"""Read JSONL docs, including from a file another process may still be writing: whole lines only, from a byte offset.
+"""Read JSONL docs, also from a file another process is still writing: whole lines only, from an offset.
 
 The published converter parsed whatever `readline()` returned, so a line caught half-written
 crashed it. Here bytes are handed out only up to the last newline on disk; the rest waits for
@@ -14,7 +14,6 @@ by kind and line while clean input runs at C++ speed.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
@@ -67,7 +66,7 @@ def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = Fals
             block = f.read(block_size)
             if block:
                 last_growth = time.monotonic()
-                data = pending + block
+                data = pending + block if pending else block
                 cut = data.rfind(b"\n") + 1
                 pending = data[cut:]
                 if cut:
@@ -154,7 +153,7 @@ def _parse_block_fast(block: bytes, n_lines: int) -> pa.Table | None:
     Whatever it accepts, parse_doc accepts with the same values, so which path a line takes
     never changes the output (a resumed run cuts blocks at other places)."""
     try:
-        table = pj.read_json(io.BytesIO(block),
+        table = pj.read_json(pa.BufferReader(block),
                              read_options=pj.ReadOptions(use_threads=False, block_size=max(len(block), 1 << 20)),
                              parse_options=pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, UnicodeDecodeError):

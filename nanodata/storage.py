@@ -23,7 +23,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import google_crc32c
 
@@ -158,19 +158,16 @@ class LocalSide:
     def list(self) -> dict[str, Entry]:
         if not self.root.is_dir():
             return {}
-        out = {}
-        for path in sorted(self.root.rglob("*")):
-            name = path.relative_to(self.root).as_posix()
-            if path.is_file() and is_synced_name(name):
-                out[name] = Entry(path.stat().st_size, self._crc32c(path))
-        return out
+        names = (p.relative_to(self.root).as_posix() for p in sorted(self.root.rglob("*")) if p.is_file())
+        return {name: self.entry(name) for name in names if is_synced_name(name)}
 
-    def _crc32c(self, path: Path) -> str:
-        st = path.stat()  # cached by (path, size, mtime) so a watch loop does not re-read every shard
+    def entry(self, name: str) -> Entry:
+        path = self.path(name)
+        st = path.stat()  # crc cached by (path, size, mtime) so a watch loop does not re-read every shard
         key = (str(path), st.st_size, st.st_mtime_ns)
         if key not in self._crc_cache:
             self._crc_cache[key] = crc32c_of_file(path)
-        return self._crc_cache[key]
+        return Entry(st.st_size, self._crc_cache[key])
 
     def read_into(self, name: str, fileobj) -> None:
         with open(self.path(name), "rb") as f:
@@ -239,12 +236,18 @@ def open_side(uri: str | os.PathLike):
     return GcsSide(uri) if parse_gs(uri) else LocalSide(uri)
 
 
-def copy_one(src, dst, name: str, entry: Entry, attempts: int, backoff: float) -> None:
-    if isinstance(dst, GcsSide):
-        fn = lambda: dst.send(name, src.path(name), entry)  # noqa: E731
-    else:
-        fn = lambda: dst.receive(name, entry, lambda f: src.read_into(name, f))  # noqa: E731
-    with_retries(fn, f"{src.uri}/{name} -> {dst.uri}/{name}", attempts, backoff)
+def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float) -> Entry:
+    """Copy one file with retries; returns the version copied (size, crc32c)."""
+    def attempt() -> Entry:
+        if isinstance(dst, GcsSide):
+            entry = src.entry(name)  # as the file is now: a writer may have finished it since the listing
+            dst.send(name, src.path(name), entry)
+        else:
+            entry = listed
+            dst.receive(name, entry, lambda f: src.read_into(name, f))
+        return entry
+
+    return with_retries(attempt, f"{src.uri}/{name} -> {dst.uri}/{name}", attempts, backoff)
 
 
 # ---------------------------------------------------------------- sync
@@ -256,7 +259,8 @@ class _Run:
         self.src, self.dst, self.workers, self.delete = src, dst, workers, delete
         self.attempts, self.backoff = attempts, backoff
         self.done: dict[str, Entry] = {}  # names this run copied or found matching, with the version seen
-        self.totals = {"uploaded": 0, "bytes": 0, "skipped": 0, "failed": 0, "deleted": 0, "failed_names": []}
+        self.failing: set[str] = set()  # names whose latest attempt failed (a later watch pass may fix them)
+        self.totals = {"uploaded": 0, "bytes": 0, "skipped": 0, "deleted": 0}
 
     def transfer(self, names: list[str], listing: dict[str, Entry], dst_listing: dict[str, Entry]) -> int:
         """Copy `names` in parallel; returns how many failed."""
@@ -268,6 +272,7 @@ class _Run:
             if dst_listing.get(name) == entry:
                 self.totals["skipped"] += 1
                 self.done[name] = entry
+                self.failing.discard(name)
             else:
                 todo.append(name)
         if not todo:
@@ -275,8 +280,7 @@ class _Run:
 
         def one(name: str):
             try:
-                copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff)
-                return name, None
+                return name, copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff)
             except NanodataError:
                 raise
             except Exception as exc:
@@ -286,21 +290,22 @@ class _Run:
 
         failed = 0
         with ThreadPoolExecutor(max(1, min(self.workers, len(todo)))) as pool:
-            for name, exc in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
-                                  disable=None, leave=False):
-                if exc is None:
-                    self.done[name] = listing[name]
+            for name, outcome in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
+                                      disable=None, leave=False):
+                if isinstance(outcome, Entry):
+                    self.done[name] = outcome
+                    self.failing.discard(name)
                     self.totals["uploaded"] += 1
-                    self.totals["bytes"] += listing[name].size
+                    self.totals["bytes"] += outcome.size
                 else:
                     failed += 1
-                    self.totals["failed"] += 1
-                    self.totals["failed_names"].append(name)
+                    self.failing.add(name)
                     log.error("sync %s: failed after %d attempts: %s: %s", name, self.attempts,
-                              type(exc).__name__, str(exc)[:300])
+                              type(outcome).__name__, str(outcome)[:300])
         return failed
 
     def run_pass(self, listing: dict[str, Entry], final: bool) -> None:
+        self.failing &= set(listing)  # a file that failed and then vanished from the source is not owed
         if isinstance(self.src, GcsSide):  # refuse a hostile listing before writing anything
             for name in listing:
                 safe_relative_name(name, self.src.uri)
@@ -317,8 +322,7 @@ class _Run:
             failed += self.transfer([MANIFEST], listing, dst_listing)
         if COMPLETE in listing:
             missing = self._missing_from_manifest()
-            self.totals["failed"] += len(missing)
-            self.totals["failed_names"] += missing
+            self.failing.update(missing)
             if failed or missing:
                 log.error("sync: not copying %s: %d transfer(s) failed; named in %s but missing: %s",
                           COMPLETE, failed, MANIFEST, missing[:5])
@@ -361,8 +365,8 @@ def sync(src: str | os.PathLike, dst: str | os.PathLike, *, workers: int = 8, wa
         if complete or not watch:
             break
         time.sleep(poll_interval)
-    totals = dict(run.totals, passes=passes, complete=COMPLETE in run.done,
-                  seconds=round(time.perf_counter() - started, 3))
+    totals = dict(run.totals, failed=len(run.failing), failed_names=sorted(run.failing), passes=passes,
+                  complete=COMPLETE in run.done, seconds=round(time.perf_counter() - started, 3))
     log.info("sync %s -> %s: %s", src, dst, summary_line(totals))
     return totals
 

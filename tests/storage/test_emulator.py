@@ -48,3 +48,13 @@ def test_runs_as_a_separate_process(tmp_path):
     with GcsEmulator(root=tmp_path) as emu:
         assert emu._proc.pid != os.getpid()
     assert "gcp_storage_emulator" not in sys.modules
+
+
+def test_two_emulators_bind_their_own_free_ports(tmp_path):
+    with GcsEmulator(root=tmp_path / "a") as a, GcsEmulator(root=tmp_path / "b") as b:
+        assert a.port != b.port and a.port > 0 and b.port > 0
+        a.create_bucket("only-in-a")
+        def buckets(emu):
+            return [x["name"] for x in requests.get(f"{emu.host}/storage/v1/b", timeout=5).json().get("items", [])]
+
+        assert buckets(a) == ["only-in-a"] and buckets(b) == []

@@ -168,7 +168,7 @@ def test_watch_pipeline_writer_upload_download(tmp_path, gcs_bucket):
             os.replace(tmp, src / f"shard_{i:05d}.parquet")
             time.sleep(0.15)
         (src / "manifest.json").write_text('{"shards": []}')
-        (src / "shard_00008.parquet").write_bytes(b"landed right before the sentinel")
+        (src / "shard_00008.parquet").write_bytes(b"landed right before the sentinel, written in place")
         (src / "_COMPLETE").write_bytes(b"")
 
     results = {}
@@ -182,7 +182,8 @@ def test_watch_pipeline_writer_upload_download(tmp_path, gcs_bucket):
         t.join(timeout=60)
     names = expected_names(src)
     assert len(names) == 11
-    assert results["up"]["complete"] and results["up"]["passes"] > 1 and results["up"]["uploaded"] == 11
+    up = results["up"]
+    assert up["complete"] and up["passes"] > 1 and up["failed"] == 0 and up["uploaded"] + up["skipped"] == 11
     assert down["complete"] and down["failed"] == 0 and down["passes"] > 1
     assert expected_names(dst) == names
     for name in names:
@@ -219,3 +220,35 @@ def test_transient_errors_are_the_retryable_ones():
     assert not storage.is_transient(api.NotFound("404"))
     assert not storage.is_transient(api.Forbidden("403"))
     assert not storage.is_transient(ValueError("bug"))
+
+
+def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
+    """JSONL → to-parquet → sync up → sync down → the shared reader sees every train doc."""
+    import json
+
+    from corpus import make_docs
+
+    from nanodata import dataset
+    from nanodata.parquet import jsonl_to_parquet
+
+    docs = [d for d in make_docs(400, seed=4) if d.strip()]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    built = tmp_path / "built"
+    manifest = jsonl_to_parquet([src], built, rows_per_file=100, row_group_size=16, val_fraction=0.1)
+    up = storage.sync(built, f"gs://{gcs_bucket}/corpus")
+    assert up["complete"] and "_progress.json" not in blobs(gcs_bucket, "corpus")
+    local = tmp_path / "trainer"
+    assert storage.sync(f"gs://{gcs_bucket}/corpus", local)["complete"]
+    assert dataset.read_manifest(local) == manifest
+    train = [t for batch in dataset.parquets_iter_batched("train", data_dir=local) for t in batch]
+    val = [t for batch in dataset.parquets_iter_batched("val", data_dir=local) for t in batch]
+    assert sorted(train + val) == sorted(docs) and len(val) == manifest["val"]["rows"]
+
+
+def test_local_to_local_sync(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_source(src, n=5)
+    first = storage.sync(src, dst, workers=2)
+    assert first["complete"] and expected_names(dst) == expected_names(src)
+    assert storage.sync(src, dst)["skipped"] == first["uploaded"]
