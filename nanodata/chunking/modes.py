@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nanodata.chunking.graphs import callees_in_file, reachable, topo_order
-from nanodata.chunking.pack import Counter, Doc, DocBuilder, split_text
+from nanodata.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
 from nanodata.chunking.units import FileUnits
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
@@ -85,14 +85,15 @@ class Packer:
         return DocBuilder(self.budget, list(preamble))
 
     def fits(self, builder: DocBuilder, refs: list) -> bool:
-        trial = DocBuilder(self.budget, tokens=builder.tokens, scope=builder.scope)
+        """Would the doc stay within budget with all of `refs` added (in order)?"""
+        tokens, scope = builder.tokens, builder.scope
         for ref in refs:
-            scope, tokens = self.shape(ref)
-            if not trial.fits(scope, tokens):
+            new_scope, unit_tokens = self.shape(ref)
+            tokens += scope_transition(scope, new_scope)[1] + unit_tokens
+            scope = new_scope
+            if tokens > self.budget:
                 return False
-            trial.tokens += trial.transition(scope)[1] + tokens
-            trial.scope = scope
-        return True
+        return tokens + closing_cost(scope) <= self.budget
 
     def add(self, builder: DocBuilder, refs: list) -> None:
         for ref in refs:
@@ -192,11 +193,9 @@ class Chunker:
             self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
         return self._edges[key]
 
-    def external_calls(self, root, depth: int | None = None) -> list:
-        """Breadth-first cross-file dependencies of `root` (nearest first)."""
-        depth = self.cross_depth if depth is None else depth
-        edges = _LazyEdges(lambda ref: self.call_edges(ref, root[0]))
-        return reachable([root], edges, depth)
+    def external_calls(self, root) -> list:
+        """Breadth-first cross-file dependencies of `root` (nearest first), --cross-depth levels."""
+        return reachable([root], _LazyEdges(lambda ref: self.call_edges(ref, root[0])), self.cross_depth)
 
     # -- compilable ---------------------------------------------------------------------------
 
@@ -238,12 +237,12 @@ class Chunker:
                 continue
             local = [(f, u) for u in reachable([root[1]], local_calls)]
             external = self.external_calls(root)
-            attempts = [(preamble, local + external, True), (preamble, local, True), (preamble, [], False)]
-            for pre, deps, closure in attempts:
+            # full closure; without cross-file functions; preamble + directly named types + root
+            for deps, closure in [(local + external, True), (local, True), ([], False)]:
                 group = deps + [root]
                 ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
                 refs = self.needed_types(ordered, closure) + ordered
-                builder = packer.builder(pre)
+                builder = packer.builder(preamble)
                 if packer.fits(builder, refs):
                     packer.add(builder, refs)
                     docs.append(builder.finish("compilable", source))

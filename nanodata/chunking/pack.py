@@ -87,6 +87,20 @@ class Doc:
     source: str
 
 
+def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
+    """(shared depth, tokens to close `old` down to it and open the rest of `new`)."""
+    if old is new:
+        return len(new), 0
+    common = 0
+    while common < min(len(old), len(new)) and old[common] == new[common]:
+        common += 1
+    return common, sum(entry[3] for entry in old[common:]) + sum(entry[1] for entry in new[common:])
+
+
+def closing_cost(scope: tuple) -> int:
+    return sum(entry[3] for entry in scope)
+
+
 @dataclass
 class DocBuilder:
     """Accumulates units inside their wrappers (namespaces, a split class) with an exact token count.
@@ -108,16 +122,12 @@ class DocBuilder:
 
     def transition(self, scope: tuple) -> tuple[int, int]:
         """(shared depth, tokens of closing the current scope down to it and opening `scope`)."""
-        common = 0
-        while common < min(len(scope), len(self.scope)) and scope[common] == self.scope[common]:
-            common += 1
-        cost = sum(entry[3] for entry in self.scope[common:]) + sum(entry[1] for entry in scope[common:])
-        return common, cost
+        return scope_transition(self.scope, scope)
 
     def fits(self, scope: tuple, tokens: int) -> bool:
         """Would the doc, closers included, stay within budget with this unit added?"""
         _, transition = self.transition(scope)
-        return self.tokens + transition + tokens + sum(entry[3] for entry in scope) <= self.budget
+        return self.tokens + transition + tokens + closing_cost(scope) <= self.budget
 
     def add(self, scope: tuple, text: str, tokens: int) -> None:
         common, transition = self.transition(scope)
@@ -130,7 +140,7 @@ class DocBuilder:
 
     def finish(self, kind: str, source: str) -> Doc:
         text = "".join(self.pieces) + "".join(entry[2] for entry in reversed(self.scope))
-        return Doc(text, self.tokens + sum(entry[3] for entry in self.scope), kind, source)
+        return Doc(text, self.tokens + closing_cost(self.scope), kind, source)
 
 
 def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
@@ -157,7 +167,8 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
     """
     lines = []
     for line in text.splitlines(keepends=True):
-        lines.extend(_cut_line(line, limit, counter) if counter.count(line) > limit else [line])
+        too_long = len(line.encode("utf-8")) > limit and counter.count(line) > limit  # a token is >= 1 byte
+        lines.extend(_cut_line(line, limit, counter) if too_long else [line])
     line_ends = np.cumsum([len(line.encode("utf-8")) for line in lines])
     tokens_at = np.searchsorted(counter.token_ends(text), line_ends, side="right")  # tokens ending by each cut
     pieces, start = [], 0

@@ -73,13 +73,36 @@ def _project_ranks(files: list) -> list[int]:
     """Projects in #include order (dependencies first, cycles broken by name); rank of each file."""
     paths: dict[str, list[str]] = {}
     includes: dict[str, set[str]] = {}
-    for src, fu in files:
+    for src, fu, _ in files:
         paths.setdefault(src.project, []).append(src.path)
         includes.setdefault(src.project, set()).update(fu.includes)
     projects = sorted(paths)
     order = topo_order(projects, include_dependencies(paths, includes))
     rank = {p: i for i, p in enumerate(order)}
-    return [rank[src.project] for src, _ in files]
+    return [rank[src.project] for src, _, _ in files]
+
+
+def _local_results(files: list, workers: int, bar):
+    """(docs, problem, bytes, has syntax errors) per file, in input order: one task per file."""
+    yield from _map(_parse_and_emit, files, workers, bar)
+
+
+def _global_results(files: list, workers: int, bar):
+    """Same, in two passes: parse everything, index it, then emit (files in project order)."""
+    parsed = []
+    for src, (fu, problem, size) in zip(files, _map(_parse, files, workers, bar)):
+        if problem is not None:
+            yield None, problem, 0, False
+        else:
+            parsed.append((src, fu, size))
+    ranks = _project_ranks(parsed) if _state["mode"] == "project" else [0] * len(parsed)
+    order = sorted(range(len(parsed)), key=lambda i: (ranks[i], i))
+    parsed = [parsed[i] for i in order]
+    index = Index([fu for _, fu, _ in parsed], [ranks[i] for i in order])
+    _state["chunker"] = Chunker(_state["mode"], _state["budget"], _state["counter"], index, _state["cross_depth"])
+    items = [(f, src.source) for f, (src, _, _) in enumerate(parsed)]
+    for (_, fu, size), docs in zip(parsed, _map(_emit, items, workers, bar)):
+        yield docs, None, size, fu.syntax_errors
 
 
 def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_tokens=2048, tokenizer="cl100k_base",
@@ -119,32 +142,15 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
             raise NanodataError(f"{problem} (--strict)")
 
     try:
-        if mode in GLOBAL_MODES:
-            parsed = []
-            for src, (fu, problem, size) in zip(listing.files, _map(_parse, listing.files, workers, bar)):
-                if problem is not None:
-                    note(problem)
-                    continue
-                parsed.append((src, fu))
-                stats["files_read"] += 1
-                stats["bytes_read"] += size
-                stats["syntax_errors"] += fu.syntax_errors
-            ranks = _project_ranks(parsed) if mode == "project" else [0] * len(parsed)
-            order = sorted(range(len(parsed)), key=lambda i: (ranks[i], i))
-            index = Index([parsed[i][1] for i in order], [ranks[i] for i in order])
-            _state["chunker"] = Chunker(mode, max_tokens, counter, index, cross_depth)
-            items = [(f, parsed[i][0].source) for f, i in enumerate(order)]
-            for docs in _map(_emit, items, workers, bar):
-                writer.write(docs)
-        else:
-            for docs, problem, size, syntax_errors in _map(_parse_and_emit, listing.files, workers, bar):
-                if problem is not None:
-                    note(problem)
-                    continue
-                writer.write(docs)
-                stats["files_read"] += 1
-                stats["bytes_read"] += size
-                stats["syntax_errors"] += syntax_errors
+        steps = _global_results if mode in GLOBAL_MODES else _local_results
+        for docs, problem, size, syntax_errors in steps(listing.files, workers, bar):
+            if problem is not None:
+                note(problem)
+                continue
+            writer.write(docs)
+            stats["files_read"] += 1
+            stats["bytes_read"] += size
+            stats["syntax_errors"] += syntax_errors
         if stats["files_read"] == 0:
             first = f": first problem: {problems[0]}" if problems else ""
             raise NanodataError(f"no usable C++ input ({len(problems)} problems){first}")

@@ -129,16 +129,19 @@ def _type_name(node) -> str:
     return _last_name(name.text.decode("utf-8", "replace")) if name is not None else ""
 
 
-def classify(node) -> tuple[str, str, str]:
-    """(kind, name, owner) of a declaration-level node: kind is type, function, preamble or decl."""
+def classify(node, named: bool = True) -> tuple[str, str, str]:
+    """(kind, name, owner) of a declaration-level node: kind is type, function, preamble or decl.
+    Names are looked up only when `named` (basic mode never needs them)."""
     inner = _inner(node)
     if inner.type == "linkage_specification":
         body = inner.child_by_field_name("body")
         inner = _inner(body) if body is not None else inner
     if inner.type == "function_definition":
-        return ("function", *_function_name(inner))
+        return ("function", *_function_name(inner)) if named else ("function", "", "")
     for candidate in (inner, inner.child_by_field_name("type")):
         if candidate is not None and candidate.type in TYPE_SPECIFIERS and candidate.child_by_field_name("body"):
+            if not named:
+                return "type", "", ""
             name = _type_name(candidate)
             if not name and inner.type == "type_definition":  # typedef struct { ... } Name;
                 declarator = inner.child_by_field_name("declarator")
@@ -154,7 +157,11 @@ def _structural(node) -> bool:
     if node.type == "ERROR":
         return any(_structural(c) for c in node.children)
     return (node.type == "comment" or node.type in CONDITIONALS or node.type in WRAPPERS
-            or node.type in PREAMBLE_NODES or classify(node)[0] in ("type", "function"))
+            or node.type in PREAMBLE_NODES or _is_definition(node))
+
+
+def _is_definition(node) -> bool:
+    return classify(node, named=False)[0] in ("type", "function")
 
 
 def _class_body(node):
@@ -174,8 +181,9 @@ def _last_row(node) -> int:
 class _Builder:
     """Walks the tree once, filling the segment table and the unit list."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, named: bool):
         self.data = data
+        self.named = named
         self.spans: list[tuple[int, int]] = []   # segment byte ranges
         self.synthetic: dict[int, str] = {}      # segments not copied from the source ("}" closers)
         self.units: list[Unit] = []
@@ -184,7 +192,7 @@ class _Builder:
         self.last: tuple[Unit | None, int] = (None, -1)  # what ended last, on which row
 
     def segment(self, start: int, end: int, text: str | None = None) -> int:
-        if text is None and not self.data[start:end].strip():
+        if text is None and start >= end:
             return -1  # e.g. a MISSING `#endif`
         self.spans.append((start, end))
         if text is not None:
@@ -195,8 +203,8 @@ class _Builder:
         children = list(children)
         for i, node in enumerate(children):
             kind = node.type
-            if node.end_byte == node.start_byte or not self.data[node.start_byte:node.end_byte].strip():
-                continue  # MISSING nodes tree-sitter invented to recover
+            if node.end_byte == node.start_byte or kind == "\n":
+                continue  # MISSING nodes tree-sitter invented to recover; line ends of directives
             if kind == "comment":
                 index = self.segment(node.start_byte, node.end_byte)
                 unit, row = self.last
@@ -214,7 +222,7 @@ class _Builder:
                 self._wrapper(node, scope)
             elif kind == "ERROR" and any(_structural(c) for c in node.children):
                 self._error_region(node, scope)
-            elif kind == "ERROR" and i + 1 < len(children) and classify(children[i + 1])[0] in ("type", "function"):
+            elif kind == "ERROR" and i + 1 < len(children) and _is_definition(children[i + 1]):
                 # recovery split e.g. a template header from its function: keep them together
                 self.pending.append(self.segment(node.start_byte, node.end_byte))
             elif kind == ";":
@@ -232,7 +240,7 @@ class _Builder:
                 continue
             if loose:
                 index = self.segment(loose[0].start_byte, loose[-1].end_byte)
-                if index >= 0 and child is not None and classify(child)[0] in ("type", "function"):
+                if index >= 0 and child is not None and _is_definition(child):
                     self.pending.append(index)  # e.g. `template<...>` cut off from its function
                 elif index >= 0:  # never preamble: such debris must not repeat in every chunk
                     self._add(Unit("decl", "", "", scope, self.pending + [index],
@@ -253,7 +261,7 @@ class _Builder:
         self.last = (unit, _last_row(node))
 
     def _unit(self, node, scope: tuple) -> None:
-        kind, name, owner = classify(node)
+        kind, name, owner = classify(node, self.named)
         if kind == "preamble" and scope:
             kind = "decl"  # declarations inside a namespace stay in their namespace
         if node.type == "preproc_include":
@@ -352,10 +360,11 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
 
 
 def parse_units(text: str, count_batch, with_references: bool = True) -> FileUnits:
-    """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once."""
+    """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once.
+    Without references, units carry no names, calls nor types (all basic mode needs)."""
     data = text.encode("utf-8")
     tree = parser().parse(data)
-    builder = _Builder(data)
+    builder = _Builder(data, named=with_references)
     builder.walk(tree.root_node.children, ())
     if builder.pending and builder.units:  # comments after the last unit: keep them with it
         builder.units[-1].segments.extend(builder.pending)

@@ -14,7 +14,7 @@ STD_SUBSET = ["stl_pair.h", "stl_vector.h", "vector.tcc", "stl_list.h", "list.tc
               "unique_ptr.h", "char_traits.h", "stl_heap.h", "stl_stack.h"]
 
 LAYERS = {
-    # a.h: the base of an inheritance chain; its derived classes live in later files
+    # base.h: the root of an inheritance chain; the derived classes live in other files
     "base.h": """#pragma once
 #include <string>
 namespace shapes {

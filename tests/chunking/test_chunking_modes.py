@@ -49,9 +49,10 @@ def test_every_function_whole_unless_split(std_runs, mode):
     _, docs, _ = std_runs[mode]
     whole = "\n".join(d["text"] for d in docs if d["kind"] != "split")
     split = "\n".join(d["text"] for d in docs if d["kind"] == "split")
-    missing, in_split = [], 0
+    missing, in_split, total = [], 0, 0
     for name in STD_SUBSET:
         for function in function_texts((STD_HEADERS / name).read_text()):
+            total += 1
             if function in whole or function in split:
                 continue
             first_line = function.split("\n", 1)[0]
@@ -60,7 +61,7 @@ def test_every_function_whole_unless_split(std_runs, mode):
             else:
                 missing.append(function[:80])
     assert missing == []
-    assert in_split < 60  # only functions too large for one doc are cut
+    assert total > 700 and in_split < total // 50  # only functions inside units too large for one doc
 
 
 def test_namespaces_rewrapped_and_comments_kept(std_runs):

@@ -1,9 +1,13 @@
 """units.py on small real C++: unit kinds, comments, namespaces, references, exact counts."""
 
-from cpp_projects import LAYERS
+import pytest
+from cpp_projects import LAYERS, read_docs, write_jsonl
 
+from nanodata.chunking import chunk_to_jsonl
 from nanodata.chunking.graphs import callees_in_file, include_dependencies, topo_order
 from nanodata.chunking.units import parse_units
+from nanodata.errors import NanodataError
+from nanodata.tokenizer import SPLIT_PATTERN, load, save_encoding_dir
 
 
 def _parse(text, tokenizer):
@@ -66,3 +70,24 @@ def test_callees_in_file_and_include_dependencies(tokenizer):
     deps = include_dependencies({"app": ["src/main.cpp"], "lib": ["include/lib/api.h"], "core": ["core/math.h"]},
                                 {"app": ["lib/api.h"], "lib": ["core/math.h", "vector"], "core": []})
     assert deps == {"app": ["lib"], "lib": ["core"], "core": []}
+
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _tokenizer_dir(path, pattern):
+    ranks = {bytes([b]): b for b in range(256)}
+    for token in (b"  ", b"\n ", b"\n\n", b"in", b"int", b"    "):
+        ranks[token] = len(ranks)
+    return save_encoding_dir(path, "tiny", pattern, ranks, {"<|bos|>": len(ranks)}, "<|bos|>")
+
+
+def test_trained_tokenizer_dirs_checked_for_additivity(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [LAYERS["calls.cpp"]])
+    good = _tokenizer_dir(tmp_path / "nanochat_style", SPLIT_PATTERN)
+    chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[src], tokenizer=str(good), max_tokens=200, mode="dep-aware")
+    docs = read_docs(tmp_path / "out.jsonl")
+    assert len(docs) > 1 and all(load(str(good)).count_tokens(d["text"]) == d["n_tokens"] <= 200 for d in docs)
+    bad = _tokenizer_dir(tmp_path / "gpt2_style", GPT2_PATTERN)
+    with pytest.raises(NanodataError, match="--tokenizer .*gpt2_style: its split pattern merges tokens across lines"):
+        chunk_to_jsonl(tmp_path / "out2.jsonl", inputs=[src], tokenizer=str(bad))
