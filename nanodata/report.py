@@ -5,8 +5,8 @@ column when the shards carry it, else the text is tokenized. The crop plot answe
 a trainer asks before choosing a sequence length: which fraction of tokens would the best-fit
 loader discard at T? It replays the loader's packing (nanodata.loader.packing) on the train docs.
 
-The Airflow reports plugin calls `find_builds`, `ensure_report` and `builds_index_html`, so it
-stays a thin HTTP layer; builds may live on local disk or under a gs:// prefix.
+nanodata.report_store finds builds (local or gs://) and keeps their reports up to date for the
+Airflow reports plugin.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ REPORT_DIR = "report"
 REPORT_JSON = "report.json"
 INDEX_HTML = "index.html"
 CROP_T = (1024, 2048, 4096, 16384)
-MAX_CROP_DOCS = 200_000  # the packing replay is O(docs x buffer); a prefix of the train docs is plenty
+MAX_CROP_DOCS = 1_000_000  # replaying the packing takes ~1.5 s per million docs and T; a prefix is plenty
 PLOTS = {  # file -> what it shows
     "doc_tokens.svg": "document length distribution (tokens)",
     "docs_per_mode.svg": "documents per chunking mode",
@@ -149,10 +149,6 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base") -
     }
 
 
-def _kib(v: float) -> str:
-    return f"{v / 1024:.1f}"
-
-
 def render_plots(report: dict) -> dict[str, str]:
     """file name -> SVG text, one per entry of PLOTS."""
     shards = report["shards"]
@@ -163,8 +159,8 @@ def render_plots(report: dict) -> dict[str, str]:
         "docs_per_mode.svg": bar_chart(PLOTS["docs_per_mode.svg"], list(report["modes"]),
                                        list(report["modes"].values()), xlabel="mode", ylabel="documents"),
         "shard_sizes.svg": bar_chart(PLOTS["shard_sizes.svg"], [s["name"] for s in shards],
-                                     [s["bytes"] for s in shards], xlabel="shard", ylabel="KiB",
-                                     value_fmt=_kib),
+                                     [s["bytes"] / 1024 for s in shards], xlabel="shard", ylabel="KiB",
+                                     value_fmt=lambda v: f"{v:.1f}"),
         "crop_fraction.svg": bar_chart(PLOTS["crop_fraction.svg"], [f"T={t}" for t in report["crop_fraction"]],
                                        [100 * v for v in report["crop_fraction"].values()],
                                        xlabel="sequence length", ylabel="% of tokens cropped",
@@ -219,76 +215,6 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     _atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     _atomic_write(out / INDEX_HTML, render_html(report))
     return out / INDEX_HTML
-
-
-def _is_gcs(uri: str) -> bool:
-    return str(uri).startswith("gs://")
-
-
-def _join(base: str, *parts: str) -> str:
-    return "/".join([str(base).rstrip("/"), *parts])
-
-
-def _recorded_fingerprint(report_json: bytes | None) -> str | None:
-    try:
-        return json.loads(report_json)["source_fingerprint"]
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def ensure_report(build: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
-    """The report dir (local path or gs:// URI) of a build, up to date with the build's manifest.
-
-    A local build's report is (re)written in place. A gs:// build's report is used where the DAG
-    wrote it (BUILD/report/); when that is missing or stale, the build is fetched and the report
-    written into a local cache dir, so serving a report never needs write access to the bucket.
-    """
-    from nanodata import storage
-
-    build = str(build)
-    if not _is_gcs(build):
-        out = Path(build) / REPORT_DIR
-        if (_recorded_fingerprint(storage.read_bytes(out / REPORT_JSON)) != source_fingerprint(Path(build))
-                or not (out / INDEX_HTML).is_file()):
-            write_report(build, out)
-        return str(out)
-    manifest = storage.read_bytes(_join(build, MANIFEST))
-    if manifest is None:
-        raise NanodataError(f"{build}: no {MANIFEST}")
-    want = hashlib.sha256(manifest).hexdigest()
-    in_bucket = _join(build, REPORT_DIR)
-    if _recorded_fingerprint(storage.read_bytes(_join(in_bucket, REPORT_JSON))) == want:
-        return in_bucket
-    cache_root = Path(cache_dir) if cache_dir else Path.home() / ".cache" / "nanodata" / "reports"
-    cache = cache_root / hashlib.sha256(build.encode()).hexdigest()[:16]
-    if _recorded_fingerprint(storage.read_bytes(cache / REPORT_JSON)) != want:
-        with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
-            storage.sync(build, tmp)
-            write_report(tmp, cache)
-    return str(cache)
-
-
-def find_builds(root: str | os.PathLike, max_depth: int = 4) -> list[str]:
-    """Builds under a local dir or gs:// prefix: dirs holding a manifest.json, as sorted relative paths.
-
-    Hidden dirs (the DAG's .staging/) and report dirs are skipped, as are builds nested deeper than max_depth.
-    """
-    from nanodata import storage
-
-    builds = set()
-    for name in storage.list_names(root):
-        *dirs, base = name.split("/")
-        if base == MANIFEST and dirs and len(dirs) <= max_depth and REPORT_DIR not in dirs \
-                and not any(d.startswith(".") for d in dirs):
-            builds.add("/".join(dirs))
-    return sorted(builds)
-
-
-def builds_index_html(root: str | os.PathLike, builds: list[str], link_prefix: str = "") -> str:
-    items = "".join(f'<li><a href="{link_prefix}{escape(b)}/">{escape(b)}</a></li>' for b in builds)
-    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>nanodata builds</title></head>"
-            f"<body style=\"font-family:sans-serif\"><h1>nanodata builds</h1><p>under {escape(str(root))}</p>"
-            f"<ul>{items or '<li>no builds yet</li>'}</ul></body></html>\n")
 
 
 def configure_parser(parser) -> None:

@@ -3,7 +3,8 @@
 A FastAPI app mounted at /nanodata-reports lists the builds under NANODATA_REPORTS_DIR (a local
 dir or a gs://bucket/prefix such as the corpus DAG's destination; a build is a dir holding a
 manifest.json) and serves each build's report: index.html, report.json and the SVG plots, as
-the DAG's report task wrote them, or written by `nanodata.report` when missing or stale. A nav
+the DAG's report task wrote them, or written by `nanodata.report` when missing or stale
+(nanodata.report_store). A nav
 entry embeds the list in the Airflow UI. Requests need an Airflow login (the UI's session cookie
 or a Bearer JWT from /auth/token), like the rest of the API.
 """
@@ -18,7 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.plugins_manager import AirflowPlugin
-from nanodata import report, storage
+from nanodata import report, report_store, storage
 from nanodata.errors import NanodataError
 
 URL_PREFIX = "/nanodata-reports"
@@ -37,13 +38,13 @@ app = FastAPI(title="nanodata build reports", dependencies=[Depends(get_user)])
 @app.get("/", response_class=HTMLResponse)
 def list_builds() -> str:
     root = reports_root()
-    return report.builds_index_html(root, report.find_builds(root), link_prefix="builds/")
+    return report_store.builds_index_html(root, report_store.find_builds(root), link_prefix="builds/")
 
 
 @app.get("/builds/{path:path}")
 def build_file(path: str):
     root = reports_root()
-    builds = report.find_builds(root)
+    builds = report_store.find_builds(root)
     if path in builds:  # the report's relative links need the trailing slash
         return RedirectResponse(path.rsplit("/", 1)[-1] + "/")
     build, _, name = path.rpartition("/")
@@ -51,7 +52,7 @@ def build_file(path: str):
     if build not in builds or name not in SERVED:  # only listed builds and report files: no ../ escapes
         raise HTTPException(status_code=404, detail=f"no report file {path!r}")
     try:
-        data = storage.read_bytes(f"{report.ensure_report(f'{root}/{build}')}/{name}")
+        data = storage.read_bytes(f"{report_store.ensure_report(f'{root}/{build}')}/{name}")
     except NanodataError as exc:
         raise HTTPException(status_code=422, detail=f"build {build}: {exc}") from None
     if data is None:

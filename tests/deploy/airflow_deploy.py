@@ -59,7 +59,8 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
                 extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment every component shares: one config, so secrets and ports agree."""
     api_port = free_port()
-    env = dict(os.environ)
+    # inherited AIRFLOW* settings (another test's Airflow, say) must not leak into this deployment
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update({
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "AIRFLOW_HOME": str(home),
@@ -162,12 +163,13 @@ class AirflowDeployment:
                     break
                 time.sleep(0.1)
 
+    def log_of(self, component: str) -> str:
+        """The output of the component whose command starts with `component` ("scheduler", "celery", ...)."""
+        name = next(n for n in self.procs if n.startswith(component))
+        return (self.home / f"{name}.log").read_text(errors="replace")
+
     def logs(self, tail: int = 2000) -> str:
-        out = []
-        for name in self.procs:
-            text = (self.home / f"{name}.log").read_text(errors="replace")
-            out.append(f"--- {name} (last {tail} chars) ---\n{text[-tail:]}")
-        return "\n".join(out)
+        return "\n".join(f"--- {name} (last {tail} chars) ---\n{self.log_of(name)[-tail:]}" for name in self.procs)
 
     def _check_alive(self) -> None:
         dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
@@ -216,7 +218,7 @@ class AirflowDeployment:
         assert r.status_code == 200, f"trigger {dag_id}: {r.status_code} {r.text}"
         return r.json()["dag_run_id"]
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 420) -> str:
         """Poll the run to a final state; on anything but success the assertion names the failed tasks."""
         deadline = time.monotonic() + timeout
         state = None
@@ -247,14 +249,21 @@ class AirflowDeployment:
 
 
 def known_airflow_options() -> set[tuple[str, str]]:
-    """(section, key) of every Airflow config option (core + the celery provider): catches misspelled env vars."""
+    """(section, key) of every Airflow config option (core + the celery provider): catches misspelled env vars.
+
+    Read from the installed files without importing airflow, which would fix its AIRFLOW_HOME for the session.
+    """
     import importlib.util
 
     import yaml
-    from airflow.providers.celery.get_provider_info import get_provider_info
 
-    template = Path(importlib.util.find_spec("airflow").submodule_search_locations[0]) / "config_templates" / "config.yml"
-    sections = {**yaml.safe_load(template.read_text()), **get_provider_info()["config"]}
+    package = Path(importlib.util.find_spec("airflow").submodule_search_locations[0])
+    sections = yaml.safe_load((package / "config_templates" / "config.yml").read_text())
+    spec = importlib.util.spec_from_file_location("celery_provider_info",
+                                                  package / "providers" / "celery" / "get_provider_info.py")
+    provider = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(provider)
+    sections.update(provider.get_provider_info()["config"])
     return {(section, key) for section, spec in sections.items() for key in spec.get("options", {})}
 
 

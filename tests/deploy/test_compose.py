@@ -1,5 +1,6 @@
 """docker/: the compose file and Dockerfile, checked as data (no Docker engine runs here)."""
 
+import importlib.metadata
 import importlib.util
 import re
 from pathlib import Path
@@ -7,7 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import airflow
 from airflow_deploy import unknown_airflow_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,17 +40,27 @@ def test_services(compose):
     assert compose["services"]["airflow-worker"]["depends_on"]["gcs-emulator"]["condition"] == "service_healthy"
 
 
+def default(value: str) -> str:
+    """The value a compose `${VAR:-default}` takes when VAR is unset."""
+    match = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
+    return match.group(1) if match else value
+
+
 def test_shared_env_is_celery_on_postgres_and_redis(compose):
     for name in [*AIRFLOW_SERVICES, "airflow-init"]:
         env = compose["services"][name]["environment"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor", name
-        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:airflow@postgres/")
-        assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://airflow:airflow@postgres/")
-        assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://:@redis:6379/")
+        assert default(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).startswith(
+            "postgresql+psycopg2://airflow:airflow@postgres/")
+        assert default(env["AIRFLOW__CELERY__RESULT_BACKEND"]).startswith("db+postgresql://airflow:airflow@postgres/")
+        assert default(env["AIRFLOW__CELERY__BROKER_URL"]).startswith("redis://:@redis:6379/")
         # workers on other machines must verify the api-server's task tokens: a shared, required secret
         assert re.fullmatch(r"\$\{AIRFLOW_JWT_SECRET:\?.+\}", env["AIRFLOW__API_AUTH__JWT_SECRET"])
-        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        assert default(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]) == "http://airflow-apiserver:8080/execution/"
         assert unknown_airflow_env(env) == [], name  # no misspelled Airflow option
+    postgres = compose["services"]["postgres"]["environment"]
+    assert (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"]) == ("airflow",) * 3
+    assert compose["services"]["airflow-apiserver"]["ports"] == ["8080:8080"]
 
 
 def test_dags_and_plugins_are_mounted(compose):
@@ -88,7 +98,7 @@ def test_init_migrates_and_creates_the_gcs_pool(compose):
 def test_dockerfile_extends_the_official_image_with_the_lock():
     text = (DOCKER / "Dockerfile").read_text()
     version = re.search(r"^ARG AIRFLOW_VERSION=(\S+)", text, re.M).group(1)
-    assert version == airflow.__version__  # the image runs the Airflow the tests ran
+    assert version == importlib.metadata.version("apache-airflow")  # the image runs the Airflow the tests ran
     assert "FROM apache/airflow:${AIRFLOW_VERSION}-python3.11" in text
     assert re.search(r"pip install .*-c /opt/nanodata/requirements\.lock", text)
     for src in ("dags", "plugins", "nanodata", "requirements.lock", "pyproject.toml"):
@@ -97,3 +107,27 @@ def test_dockerfile_extends_the_official_image_with_the_lock():
     ignore = [line for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
               if line and not line.startswith("#")]
     assert ignore[0] == "*" and "!nanodata/" in ignore  # the build context leaves .venv and data behind
+
+
+def test_one_image_built_from_the_repo(compose):
+    for name in [*AIRFLOW_SERVICES, "airflow-init", "gcs-emulator"]:
+        service = compose["services"][name]
+        assert service["image"] == "${NANODATA_IMAGE_NAME:-nanodata-airflow:latest}", name
+        assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}, name
+    assert (DOCKER / ".." / "docker" / "Dockerfile").is_file()
+
+
+def test_multi_host_override_only_publishes_ports(compose):
+    override = yaml.safe_load((DOCKER / "docker-compose.multi-host.yaml").read_text())
+    assert set(override["services"]) <= set(compose["services"])
+    assert all(set(service) == {"ports"} for service in override["services"].values())
+    assert override["services"]["postgres"]["ports"] == ["5432:5432"]
+
+
+def test_lock_pins_what_the_deployment_runs_with():
+    """The image installs requirements.lock: it must hold the versions the real deployment test passed with
+    (celery 5.7 breaks the celery provider's worker; asyncpg is Airflow's async Postgres driver)."""
+    lock = dict(line.split("==", 1) for line in (REPO / "requirements.lock").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    for package in ("celery", "asyncpg", "apache-airflow-providers-celery", "psycopg2-binary"):
+        assert lock.get(package) == importlib.metadata.version(package), package

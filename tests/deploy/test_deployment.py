@@ -96,8 +96,7 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
     af = deployment(executor, home, metadata_db, dest)
     try:
         with af:
-            dag = af.wait_for_dag(DAG_ID)
-            assert dag["is_paused"] is True  # new DAGs start paused; trigger() unpauses
+            assert af.wait_for_dag(DAG_ID)["dag_id"] == DAG_ID
             conf = {"source": str(cpp_source), "destination": dest, "mode": "basic", "max_tokens": 256,
                     "tokenizer": "cl100k_base", "rows_per_file": 2, "val_fraction": 0.2}
             bad = af.api("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
@@ -111,10 +110,10 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
             assert sorted(ti["map_index"] for ti in tis if ti["task_id"] == "chunk") == [0, 1]  # one per project
             if executor == "CeleryExecutor":  # every task went through our queue to the Celery worker
                 assert {ti["queue"] for ti in tis} == {af.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]}
-                worker = next(p for n, p in af.procs.items() if n.startswith("celery"))
-                assert worker.poll() is None
+                assert af.log_of("celery").count("Executing workload in Celery") == len(tis)
 
             latest = check_build_in_bucket(dest)
+            assert storage.exists(f"{latest['uri']}/report/index.html")  # the DAG's report task uploaded it
             events = af.api("GET", "/api/v2/assets/events",
                             params={"source_dag_id": DAG_ID, "source_run_id": run_id}).json()["asset_events"]
             assert [e["extra"]["uri"] for e in events] == [latest["uri"]]
@@ -135,3 +134,13 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
         forget_queue(af.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"])
     for proc in af.procs.values():  # the deployment stopped every process group it started
         assert proc.poll() is not None and not group_alive(proc.pid)
+
+
+def test_components_are_stopped_when_a_test_fails(metadata_db, tmp_path):
+    env = airflow_env(tmp_path, metadata_db, executor="LocalExecutor", dags_folder=tmp_path, plugins_folder=tmp_path)
+    af = AirflowDeployment(env, [["scheduler"], ["api-server"]])
+    with pytest.raises(RuntimeError, match="a failing check"):
+        with af:
+            assert all(group_alive(p.pid) for p in af.procs.values())
+            raise RuntimeError("a failing check")
+    assert all(p.poll() is not None and not group_alive(p.pid) for p in af.procs.values())

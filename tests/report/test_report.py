@@ -10,38 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus import make_docs
+from built_corpus import MODES, built  # noqa: F401  (built is a fixture)
 from nanodata import report
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import simulate_crop_fraction
 
 SVG = "{http://www.w3.org/2000/svg}"
-MODES = ["basic", "dep-aware", "compilable"]
-
-
-def write_built_corpus(build_dir: Path, lengths_per_shard: list[list[int]]) -> Path:
-    """Shards shaped like the chunker's output (text, n_tokens, mode) plus a manifest; the last shard is val."""
-    build_dir.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for i, lengths in enumerate(lengths_per_shard):
-        name = "val_shard.parquet" if i == len(lengths_per_shard) - 1 else f"shard_{i:05d}.parquet"
-        table = pa.table({"text": [f"int f{i}_{j}();" for j in range(len(lengths))],
-                          "n_tokens": pa.array(lengths, pa.int64()),
-                          "mode": [MODES[j % len(MODES)] for j in range(len(lengths))]})
-        pq.write_table(table, build_dir / name, row_group_size=64)
-        entries.append({"name": name, "rows": len(lengths), "bytes": (build_dir / name).stat().st_size,
-                        "sha256": "0" * 64, "crc32c": "AAAAAA==", "tokens": sum(lengths)})
-    manifest = {"version": 1, "shards": entries[:-1], "val": entries[-1], "bad_lines": {"count": 0},
-                "total_rows": sum(e["rows"] for e in entries), "created_by": "nanodata test"}
-    (build_dir / "manifest.json").write_text(json.dumps(manifest))
-    (build_dir / "_COMPLETE").write_text("")
-    return build_dir
-
-
-@pytest.fixture
-def built(tmp_path):
-    lengths = [[(37 * j) % 3000 + 1 for j in range(s * 50, s * 50 + 150)] for s in range(3)]
-    return write_built_corpus(tmp_path / "build", lengths), lengths
 
 
 def svg_bars(path: Path) -> list[float]:
@@ -134,18 +108,18 @@ def test_cli(built, tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "nope does not exist" in proc.stderr
 
 
-def test_find_builds_and_ensure_report(built, tmp_path):
-    build_dir, _ = built
-    root = build_dir.parent
-    (root / ".staging" / "k" / "parquet").mkdir(parents=True)
-    (root / ".staging" / "k" / "parquet" / "manifest.json").write_text("{}")  # work dirs are not builds
-    write_built_corpus(root / "builds" / "abc", [[5, 6, 7], [8]])
-    assert report.find_builds(root) == ["build", "builds/abc"]
+def test_report_of_a_real_to_parquet_build(tmp_path):
+    """The contract with nanodata.parquet: its shards keep the chunker's n_tokens and mode columns."""
+    from nanodata.parquet import jsonl_to_parquet
 
-    out = Path(report.ensure_report(build_dir))
-    first = (out / "report.json").read_bytes()
-    assert json.loads(first)["source_fingerprint"] == report.source_fingerprint(build_dir)
-    assert report.ensure_report(build_dir) == str(out) and (out / "report.json").read_bytes() == first
-    write_built_corpus(build_dir, [[1, 2], [3]])  # a rebuild changes the manifest: the report follows
-    report.ensure_report(build_dir)
-    assert json.loads((out / "report.json").read_text())["docs"] == 3
+    docs = [{"text": f"int f{i}() {{ return {i}; }}" * (1 + i % 7), "n_tokens": 9 * (1 + i % 7),
+             "mode": MODES[i % 2], "source": f"p/f{i}.cpp", "kind": "function"} for i in range(300)]
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    manifest = jsonl_to_parquet([jsonl], tmp_path / "build", rows_per_file=100, val_fraction=0.1)
+    data = json.loads((report.write_report(tmp_path / "build").parent / "report.json").read_text())
+    assert data["token_counts_from"] == "n_tokens column"
+    assert data["docs"] == manifest["total_rows"] == 300
+    assert data["tokens"] == sum(d["n_tokens"] for d in docs)
+    assert data["modes"] == {MODES[0]: 150, MODES[1]: 150}
+    assert len(data["shards"]) == len(manifest["shards"]) + 1 and data["shards"][-1]["split"] == "val"

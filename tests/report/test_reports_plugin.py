@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nanodata import report, storage
-from test_report import write_built_corpus
+from built_corpus import write_built_corpus
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "nanodata_reports.py"
 

@@ -1,0 +1,25 @@
+"""nanodata.report_store: finding builds and keeping their reports current (local dirs here; the
+reports plugin's tests cover gs:// builds against the emulator)."""
+
+import json
+from pathlib import Path
+
+from nanodata import report, report_store
+from built_corpus import built, write_built_corpus  # noqa: F401  (built is a fixture)
+
+
+def test_find_builds_and_ensure_report(built, tmp_path):
+    build_dir, _ = built
+    root = build_dir.parent
+    (root / ".staging" / "k" / "parquet").mkdir(parents=True)
+    (root / ".staging" / "k" / "parquet" / "manifest.json").write_text("{}")  # work dirs are not builds
+    write_built_corpus(root / "builds" / "abc", [[5, 6, 7], [8]])
+    assert report_store.find_builds(root) == ["build", "builds/abc"]
+
+    out = Path(report_store.ensure_report(build_dir))
+    first = (out / "report.json").read_bytes()
+    assert json.loads(first)["source_fingerprint"] == report.source_fingerprint(build_dir)
+    assert report_store.ensure_report(build_dir) == str(out) and (out / "report.json").read_bytes() == first
+    write_built_corpus(build_dir, [[1, 2], [3]])  # a rebuild changes the manifest: the report follows
+    report_store.ensure_report(build_dir)
+    assert json.loads((out / "report.json").read_text())["docs"] == 3
