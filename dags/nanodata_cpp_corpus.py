@@ -58,39 +58,39 @@ def _build_params(params) -> dict:
 def nanodata_cpp_corpus():
     @task
     def plan(params=None) -> list[dict]:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.plan(params["source"], params["destination"], _build_params(params))
 
     @task
     def chunk(batch: dict, params=None) -> dict:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.chunk_batch(params["destination"], batch["key"], batch["batch"], mode=params["mode"],
                                       max_tokens=params["max_tokens"], tokenizer=params["tokenizer"])
 
     @task
     def merge(batches: list[dict], params=None) -> dict:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.merge(params["destination"], batches[0]["key"])
 
     @task
     def to_parquet(merged: dict, params=None) -> dict:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.to_parquet(params["destination"], merged["key"], rows_per_file=params["rows_per_file"],
                                      val_fraction=params["val_fraction"])
 
     @task(pool=GCS_POOL)
     def upload(parquet: dict, params=None) -> dict:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.upload(params["destination"], parquet["key"])
 
     @task(outlets=[CPP_CORPUS])
     def publish(uploaded: dict, params=None, outlet_events=None) -> dict:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         info = cpp_corpus.publish(params["destination"], uploaded["key"])
         outlet_events[CPP_CORPUS].extra = info
@@ -98,7 +98,7 @@ def nanodata_cpp_corpus():
 
     @task
     def report(published: dict, params=None) -> str:
-        from nanodata.build import cpp_corpus
+        from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.report(params["destination"], published["key"], tokenizer=params["tokenizer"])
 

@@ -38,20 +38,20 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
 def nanodata_fineweb_download():
     @task
     def plan(params=None) -> list[list[int]]:
-        from nanodata.build import fineweb
+        from nanodata.jobs import fineweb
 
         return fineweb.plan(params["num_shards"], max_batches=BATCHES)
 
     @task(pool=GCS_POOL)
     def download(shards: list[int], params=None) -> dict:
-        from nanodata.build import fineweb
+        from nanodata.jobs import fineweb
 
         return fineweb.download_batch(params["base_url"], shards[0], shards[1], params["destination"],
                                       workers=params["workers"])
 
     @task(outlets=[FINEWEB])
     def finalize(batches: list[dict], params=None, outlet_events=None) -> dict:
-        from nanodata.build import fineweb
+        from nanodata.jobs import fineweb
 
         info = fineweb.finalize(params["destination"], params["num_shards"], list(batches))
         outlet_events[FINEWEB].extra = info

@@ -37,13 +37,13 @@ from airflow.sdk import Param, dag, task
 def nanodata_pretokenize():
     @task
     def resolve(params=None, triggering_asset_events=None) -> str:
-        from nanodata.build import derived
+        from nanodata.jobs import derived
 
         return derived.resolve_corpus(params["corpus"], params["destination"], event_extras(triggering_asset_events))
 
     @task(outlets=[TOKEN_SHARDS])
     def pretokenize(corpus: str, params=None, outlet_events=None) -> dict:
-        from nanodata.build import derived
+        from nanodata.jobs import derived
 
         info = derived.pretokenize(corpus, params["tokenizer"], shard_tokens=params["shard_tokens"],
                                    workers=params["workers"])

@@ -39,13 +39,13 @@ from airflow.sdk import Param, dag, task
 def nanodata_tokenizer():
     @task
     def resolve(params=None, triggering_asset_events=None) -> str:
-        from nanodata.build import derived
+        from nanodata.jobs import derived
 
         return derived.resolve_corpus(params["corpus"], params["destination"], event_extras(triggering_asset_events))
 
     @task(outlets=[TOKENIZER])
     def train(corpus: str, params=None, outlet_events=None) -> dict:
-        from nanodata.build import derived
+        from nanodata.jobs import derived
 
         info = derived.train_tokenizer(corpus, params["vocab_size"], max_chars=params["max_chars"])
         outlet_events[TOKENIZER].extra = info

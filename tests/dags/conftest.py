@@ -4,6 +4,7 @@ Airflow reads AIRFLOW_HOME and its database URL when first imported, so this run
 collection time, before any test module imports airflow.
 """
 
+import os
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,8 @@ if "airflow" in sys.modules:
     raise RuntimeError("airflow was imported before tests/dags/conftest.py could point it at a test AIRFLOW_HOME")
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="nanodata-airflow-test-"))
 airflow_local.configure(AIRFLOW_HOME)
+# Unpaused DAGs get their Asset-triggered runs queued, which lets the tests see nanodata_tokenizer scheduled.
+os.environ["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ import pytest
 from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_source, xcom_sizes
 
 from nanodata import storage
-from nanodata.build import cpp_corpus
-from nanodata.build.inputs import build_key, list_inputs
+from nanodata.jobs import cpp_corpus
+from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.2}
 
@@ -29,8 +29,8 @@ def source(tmp_path_factory):
     return write_cpp_source(tmp_path_factory.mktemp("cpp") / "src")
 
 
-def conf(source, dest, **overrides):
-    return {"source": str(source), "destination": dest, **PARAMS, **overrides}
+def conf(src, dest, **overrides):
+    return {"source": str(src), "destination": dest, **PARAMS, **overrides}
 
 
 def read_json(uri):
@@ -84,6 +84,16 @@ def test_asset_event_carries_uri_and_counts(built):
     event = asset_events("nanodata_cpp_corpus")[-1]
     assert event["uri"] == f"{dest}/builds/{key}" and event["key"] == key
     assert event["docs"] == read_json(f"{dest}/latest.json")["docs"] and event["shards"] >= 3 and event["tokens"] > 0
+
+
+def test_asset_event_queues_a_tokenizer_run(built):
+    """The scheduler turns these queue rows into a nanodata_tokenizer run (schedule=[the corpus Asset])."""
+    from airflow.models.asset import AssetDagRunQueue
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        queued = session.query(AssetDagRunQueue).filter(AssetDagRunQueue.target_dag_id == "nanodata_tokenizer").count()
+    assert queued == 1
 
 
 def test_xcom_holds_only_small_values(built):
@@ -176,14 +186,14 @@ def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, sour
     monkeypatch.setattr(nanodata.chunking, "chunk_to_jsonl", flaky_chunk)
     monkeypatch.setattr(dag.get_task("chunk"), "retries", 0)
     when = datetime(2026, 3, 1, tzinfo=timezone.utc)
-    failed = dag.test(run_conf=conf(source, dest), logical_date=when)
+    failed = dag.test(run_conf=conf(source, dest), logical_date=when, run_after=when)
     assert failed.state == "failed"
     states = task_states(failed)
     assert sorted(states["chunk"]) == ["failed", "success", "success"] and states["merge"] == ["upstream_failed"]
     assert not storage.exists(f"{dest}/builds/{key}/_COMPLETE") and not storage.exists(f"{dest}/latest.json")
 
     fail, chunked[:] = False, []
-    rerun = dag.test(run_conf=conf(source, dest), logical_date=when)  # same run: its task instances are cleared
+    rerun = dag.test(run_conf=conf(source, dest), logical_date=when, run_after=when)  # the same run, cleared
     assert rerun.run_id == failed.run_id and rerun.state == "success"
     assert len(chunked) == 1 and chunked[0][0].endswith("projB")  # finished batches were not chunked again
     assert _manifest_digests(dest, key) == _manifest_digests(ref_dest, key)
