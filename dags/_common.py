@@ -27,6 +27,10 @@ DEFAULT_ARGS = {
                                                           action=RetryAction.FAIL, reason="bad input")]),
 }
 
+# Every nanodata DAG: no backfill; one run at a time, since runs of one build key share staging objects.
+DAG_DEFAULTS = {"start_date": START_DATE, "catchup": False, "max_active_runs": 1, "default_args": DEFAULT_ARGS,
+                "tags": TAGS}
+
 # Asset URIs name the dataset, not its location: the destination is a run Param, so each event's
 # `extra` carries the built URI and counts (consumers such as nanodata_tokenizer read them there).
 CPP_CORPUS = Asset(name="nanodata_cpp_corpus", uri="nanodata://corpus/cpp")

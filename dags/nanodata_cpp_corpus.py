@@ -15,7 +15,7 @@ Builds a C++ pretraining corpus: **plan → chunk (mapped) → merge → to_parq
 
 from __future__ import annotations
 
-from _common import CPP_CORPUS, CPP_DEST, CPP_SOURCE, DEFAULT_ARGS, GCS_POOL, START_DATE, TAGS, uri_param
+from _common import CPP_CORPUS, CPP_DEST, CPP_SOURCE, DAG_DEFAULTS, GCS_POOL, uri_param
 from airflow.sdk import Param, dag, task
 
 MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.chunking.modes.MODES
@@ -29,12 +29,8 @@ def _build_params(params) -> dict:
 @dag(
     dag_id="nanodata_cpp_corpus",
     schedule="0 3 * * *",  # nightly; an unchanged source makes it a no-op
-    start_date=START_DATE,
-    catchup=False,
-    max_active_runs=1,  # two runs of one key would race on the same staging objects
-    default_args=DEFAULT_ARGS,
-    tags=TAGS,
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "source": uri_param(CPP_SOURCE, "Source",
                             "C++ input: a JSONL file, or a directory whose *.jsonl files and sub-directories "

@@ -9,7 +9,7 @@ are skipped, so re-runs resume. `finalize` writes `_COMPLETE` and emits the `nan
 
 from __future__ import annotations
 
-from _common import DEFAULT_ARGS, FINEWEB, FINEWEB_DEST, GCS_POOL, START_DATE, TAGS, uri_param
+from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, uri_param
 from airflow.sdk import Param, dag, task
 
 BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with `workers` threads
@@ -18,12 +18,8 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
 @dag(
     dag_id="nanodata_fineweb_download",
     schedule=None,
-    start_date=START_DATE,
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
-    tags=TAGS,
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "base_url": Param("https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main",
                           type="string", pattern=r"^https?://\S+$", title="Base URL",

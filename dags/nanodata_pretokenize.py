@@ -8,19 +8,15 @@ with `meta.json` and `_COMPLETE`. Emits the `nanodata_token_shards` Asset.
 
 from __future__ import annotations
 
-from _common import (CPP_DEST, DEFAULT_ARGS, START_DATE, TAGS, TOKEN_SHARDS, event_extras, optional_uri_param,
-                     uri_param)
+from _common import CPP_DEST, DAG_DEFAULTS, TOKEN_SHARDS, event_extras, optional_uri_param, uri_param
 from airflow.sdk import Param, dag, task
 
 
 @dag(
     dag_id="nanodata_pretokenize",
     schedule=None,
-    start_date=START_DATE,
-    catchup=False,
-    default_args=DEFAULT_ARGS,
-    tags=TAGS,
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "corpus": optional_uri_param("Corpus", "A built corpus (e.g. gs://bucket/cpp/builds/<key>). Empty: the one "
                                                "DESTINATION/latest.json points at."),

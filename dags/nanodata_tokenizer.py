@@ -11,20 +11,15 @@ else the build `DESTINATION/latest.json` points at.
 
 from __future__ import annotations
 
-from _common import (CPP_CORPUS, CPP_DEST, DEFAULT_ARGS, START_DATE, TAGS, TOKENIZER, event_extras,
-                     optional_uri_param, uri_param)
+from _common import CPP_CORPUS, CPP_DEST, DAG_DEFAULTS, TOKENIZER, event_extras, optional_uri_param, uri_param
 from airflow.sdk import Param, dag, task
 
 
 @dag(
     dag_id="nanodata_tokenizer",
     schedule=[CPP_CORPUS],
-    start_date=START_DATE,
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
-    tags=TAGS,
     doc_md=__doc__,
+    **DAG_DEFAULTS,
     params={
         "corpus": optional_uri_param("Corpus", "A built corpus (e.g. gs://bucket/cpp/builds/<key>). Empty: the "
                                                "triggering Asset event's corpus, else DESTINATION/latest.json."),

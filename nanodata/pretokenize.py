@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing
 import os
 import re
 import time
@@ -30,6 +29,7 @@ from tqdm import tqdm
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
 from nanodata.tokenizer import load
+from nanodata.workers import process_pool
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,7 @@ def tokenize_in_order(workers: int, init_args: tuple):
         _init_worker(*init_args)
         yield lambda tasks: map(_tokenize_row_group, tasks)
         return
-    # fork (before any progress-bar thread exists): workers inherit the loaded tokenizer and start at once
-    with multiprocessing.get_context("fork").Pool(workers, _init_worker, init_args) as pool:
+    with process_pool(workers, _init_worker, init_args) as pool:
         def ordered(tasks):
             pending = deque()
             for task in tasks:

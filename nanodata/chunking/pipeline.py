@@ -1,15 +1,14 @@
 """`chunk_to_jsonl`: sources -> parsed units -> docs -> JSONL, in parallel, deterministically.
 
 Local modes (basic, dep-aware) parse and emit each file in one worker task. Global modes
-parse every file first (pass 1), build the Index in the parent, then fork a second pool that
-inherits it and emits per file (pass 2). Pools return results in input order and the parent
+parse every file first (pass 1), build the Index in the parent, then start a second pool whose
+workers receive it once each and emit per file (pass 2). Pools return results in input order and the parent
 alone dedupes and writes, so the output is byte-identical for any --workers.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import time
 
 from tqdm import tqdm
@@ -21,13 +20,23 @@ from nanodata.chunking.sources import CPP_EXTENSIONS, Listing, Problem, load_tex
 from nanodata.chunking.units import parse_units
 from nanodata.chunking.writer import JsonlWriter
 from nanodata.errors import NanodataError
+from nanodata.workers import process_pool
 
 log = logging.getLogger(__name__)
 MIN_TOKENS = 16
 TASKS_PER_CHUNK = 4
 PROBLEMS_KEPT = 100
 
-_state: dict = {}   # per process: counter, mode settings, and (pass 2) the Index; set before forking
+_state: dict = {}   # per process: the run's settings, its Counter and (pass 2) its Chunker
+
+
+def _init_worker(settings: dict) -> None:
+    """Set up a process (a pool worker, or the parent itself with one worker) for one pass."""
+    _state.clear()
+    _state.update(settings, counter=counter_for(settings["tokenizer"]))
+    if "index" in settings:
+        _state["chunker"] = Chunker(settings["mode"], settings["budget"], _state["counter"], settings["index"],
+                                    settings["cross_depth"])
 
 
 def _parse(src):
@@ -52,11 +61,12 @@ def _emit(item):
     return _state["chunker"].docs(f, source)
 
 
-def _map(function, items: list, workers: int, progress: tqdm | None):
+def _map(function, items: list, settings: dict, workers: int, progress: tqdm | None):
     if workers <= 1:
+        _init_worker(settings)
         results = map(function, items)
-    else:  # fork: workers inherit _state (tokenizer, Index) without pickling it
-        pool = multiprocessing.get_context("fork").Pool(workers)
+    else:
+        pool = process_pool(workers, _init_worker, (settings,))
         results = pool.imap(function, items, chunksize=TASKS_PER_CHUNK)
     try:
         for result in results:
@@ -82,26 +92,25 @@ def _project_ranks(files: list) -> list[int]:
     return [rank[src.project] for src, _, _ in files]
 
 
-def _local_results(files: list, workers: int, bar):
+def _local_results(files: list, settings: dict, workers: int, bar):
     """(docs, problem, bytes, has syntax errors) per file, in input order: one task per file."""
-    yield from _map(_parse_and_emit, files, workers, bar)
+    yield from _map(_parse_and_emit, files, settings, workers, bar)
 
 
-def _global_results(files: list, workers: int, bar):
+def _global_results(files: list, settings: dict, workers: int, bar):
     """Same, in two passes: parse everything, index it, then emit (files in project order)."""
     parsed = []
-    for src, (fu, problem, size) in zip(files, _map(_parse, files, workers, bar)):
+    for src, (fu, problem, size) in zip(files, _map(_parse, files, settings, workers, bar)):
         if problem is not None:
             yield None, problem, 0, False
         else:
             parsed.append((src, fu, size))
-    ranks = _project_ranks(parsed) if _state["mode"] == "project" else [0] * len(parsed)
+    ranks = _project_ranks(parsed) if settings["mode"] == "project" else [0] * len(parsed)
     order = sorted(range(len(parsed)), key=lambda i: (ranks[i], i))
     parsed = [parsed[i] for i in order]
     index = Index([fu for _, fu, _ in parsed], [ranks[i] for i in order])
-    _state["chunker"] = Chunker(_state["mode"], _state["budget"], _state["counter"], index, _state["cross_depth"])
     items = [(f, src.source) for f, (src, _, _) in enumerate(parsed)]
-    for (_, fu, size), docs in zip(parsed, _map(_emit, items, workers, bar)):
+    for (_, fu, size), docs in zip(parsed, _map(_emit, items, {**settings, "index": index}, workers, bar)):
         yield docs, None, size, fu.syntax_errors
 
 
@@ -119,7 +128,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
     if not inputs and not project_dirs:
         raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
     started = time.perf_counter()
-    counter = counter_for(str(tokenizer))
+    counter_for(str(tokenizer))  # a bad tokenizer fails here, before any work
     listing = Listing()
     for path in inputs:
         read_jsonl(path, max_file_bytes, listing)
@@ -129,8 +138,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
     if strict and problems:
         raise NanodataError(f"{problems[0]} (--strict)")
 
-    _state.clear()
-    _state.update(counter=counter, mode=mode, budget=max_tokens, cross_depth=cross_depth)
+    settings = {"tokenizer": str(tokenizer), "mode": mode, "budget": max_tokens, "cross_depth": cross_depth}
     bar = tqdm(total=len(listing.files) * (2 if mode in GLOBAL_MODES else 1), unit="file",
                desc=f"chunk {mode}", disable=not progress)
     writer = JsonlWriter(output, mode, append)
@@ -143,7 +151,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
 
     try:
         steps = _global_results if mode in GLOBAL_MODES else _local_results
-        for docs, problem, size, syntax_errors in steps(listing.files, workers, bar):
+        for docs, problem, size, syntax_errors in steps(listing.files, settings, workers, bar):
             if problem is not None:
                 note(problem)
                 continue

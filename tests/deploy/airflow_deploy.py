@@ -90,8 +90,9 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
         "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + db_url,
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
-        # a queue of our own, so no other Celery worker on the shared broker takes our tasks
-        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": f"nanodata-deploy-{uuid.uuid4().hex[:8]}",
+        # a queue of our own, so no other Celery worker on the shared broker takes our tasks; named after the
+        # metadata DB because the serialized DAGs in it keep the queue of whichever deployment parsed them first
+        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "nanodata-deploy-" + db_url.rsplit("_", 1)[-1],
     })
     env.update(extra or {})
     return env
