@@ -1,17 +1,30 @@
 """Worker process pools that are safe to start from any process.
 
-fork() copies only the calling thread: a lock held at that moment by another thread (Airflow's
-task runner threads, a loader's prefetch thread, tqdm's monitor, a tokenizer's thread pool) stays
-locked forever in the child, which then hangs. The fork server is a clean single-threaded process
-that forks the workers instead; it preloads the tokenizer module so each worker starts quickly.
+fork() is the fast start: workers inherit the parent's loaded tokenizer and data for free. But
+it copies only the calling thread: a lock held at that moment by another thread (Airflow's task
+runner threads, a loader's prefetch thread) stays locked forever in the child, which then hangs.
+So fork only when no such thread exists; otherwise workers come from a fork server, a clean
+single-threaded process that preloads the tokenizer module (the caller's main module must then be
+import-safe, as with any spawned worker). tqdm's monitor thread does not count: it only ever
+takes tqdm's own lock, which workers never touch.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
+
+from tqdm import tqdm
+
+
+def _threads_that_could_hold_locks() -> list[threading.Thread]:
+    me = threading.current_thread()
+    return [t for t in threading.enumerate() if t is not me and t is not tqdm.monitor]
 
 
 def process_pool(workers: int, initializer=None, initargs: tuple = ()):
+    if not _threads_that_could_hold_locks():
+        return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["nanodata.tokenizer"])
     return context.Pool(workers, initializer, initargs)

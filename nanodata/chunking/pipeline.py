@@ -100,7 +100,8 @@ def _local_results(files: list, settings: dict, workers: int, bar):
 def _global_results(files: list, settings: dict, workers: int, bar):
     """Same, in two passes: parse everything, index it, then emit (files in project order)."""
     parsed = []
-    for src, (fu, problem, size) in zip(files, _map(_parse, files, settings, workers, bar)):
+    parse_results = list(_map(_parse, files, settings, workers, bar))  # drained: pass 1's pool is gone
+    for src, (fu, problem, size) in zip(files, parse_results):
         if problem is not None:
             yield None, problem, 0, False
         else:
