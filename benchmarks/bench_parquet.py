@@ -50,7 +50,10 @@ CHILD = textwrap.dedent("""
     pa.set_cpu_count(1); pa.set_io_thread_count(1)
     import pyarrow.json as pj, pyarrow.parquet as pq
     from nanodata.parquet import jsonl_to_parquet
-    base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # interpreter + libraries
+    def peak_mb():  # VmHWM, not ru_maxrss: that keeps the launching process's peak across exec
+        line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+    base_mb = peak_mb()  # interpreter + libraries
     src, out, which, rows_per_file = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     def cpu():
         r = resource.getrusage(resource.RUSAGE_SELF)
@@ -62,7 +65,7 @@ CHILD = textwrap.dedent("""
         table = pj.read_json(src, read_options=pj.ReadOptions(use_threads=False))
         os.makedirs(out, exist_ok=True)
         pq.write_table(table, os.path.join(out, "all.parquet"), row_group_size=1024, compression="zstd")
-    print(cpu() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base_mb)
+    print(cpu() - t, peak_mb() - base_mb)
 """)
 
 
