@@ -1,16 +1,25 @@
 """
 ### nanodata_cpp_corpus
 
-Builds a C++ pretraining corpus: **plan → chunk (mapped) → merge → to_parquet → upload → publish → report**.
+Builds a C++ pretraining corpus:
+**plan → parse (mapped) → index → chunk (mapped) → merge → to_parquet → upload → publish → report**.
 
-* `plan` lists the source (top-level `*.jsonl` files and project directories), hashes their contents
-  and derives the build key from those hashes and the build Params. If `builds/<key>/` is complete
-  and `latest.json` points at it, nothing is mapped and the run ends: no chunking, no upload.
-* `chunk` is mapped over batches of inputs (one input per task, batched above 1,024 inputs).
+* `plan` lists the source (top-level `*.jsonl`, `*.jsonl.gz`, `*.jsonl.zst` files, and the C++ files of the
+  tree: each sub-directory one project, loose files one project), hashes their contents and derives the
+  build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
+  points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
+  `partition_mb` MB (big JSONL inputs into line-aligned ranges, compressed ones decompressed once into
+  staging; projects grouped or split by size).
+* Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
+  `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
+  Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
+  (batched above 1,024), so the Celery workers share one build.
+* `merge` concatenates the partitions in input order, dropping exact duplicates: the corpus is
+  byte-identical for any `partition_mb` and any number of workers.
 * `upload` copies shards, `manifest.json`, then `_COMPLETE` to `DESTINATION/builds/<key>/`;
   `publish` then writes `DESTINATION/latest.json` and emits the `nanodata_cpp_corpus` Asset event
   (`extra`: uri, key, docs, tokens, shards, bytes), which schedules `nanodata_tokenizer`.
-* `report` writes counts and plots to `builds/<key>/report/` (shown by the nanodata reports plugin).
+* `report` writes counts (per partition too) and plots to `builds/<key>/report/`.
 """
 
 from __future__ import annotations
@@ -43,6 +52,10 @@ def _build_params(params) -> dict:
                                   "types then functions in dependency order."),
         "max_tokens": Param(2048, type="integer", minimum=64, maximum=131072, title="Max tokens per doc",
                             description="Docs longer than this are split at function boundaries."),
+        "partition_mb": Param(256, type="number", exclusiveMinimum=0, maximum=65536, title="Partition size (MB)",
+                              description="Work is cut into partitions of about this many MB of source, one "
+                                          "mapped task each. Smaller spreads a build over more workers; the "
+                                          "corpus is identical for any value."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(50000, type="integer", minimum=1, title="Docs per shard",
@@ -52,43 +65,58 @@ def _build_params(params) -> dict:
     },
 )
 def nanodata_cpp_corpus():
-    @task
-    def plan(params=None) -> list[dict]:
+    @task(multiple_outputs=True)
+    def plan(params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.plan(params["source"], params["destination"], _build_params(params))
+        return cpp_corpus.plan(params["source"], params["destination"], _build_params(params),
+                               partition_mb=params["partition_mb"])
+
+    @task
+    def parse(batch: dict, params=None) -> dict:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.parse_batch(batch, **_chunk_params(params))
+
+    @task(trigger_rule="none_failed")  # runs when parse was skipped (local modes: nothing to index)
+    def index(planned: dict) -> list[dict]:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.index(planned)
 
     @task
     def chunk(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.chunk_batch(params["destination"], batch["key"], batch["batch"], mode=params["mode"],
-                                      max_tokens=params["max_tokens"], tokenizer=params["tokenizer"])
+        return cpp_corpus.chunk_batch(batch, **_chunk_params(params))
 
     @task
-    def merge(batches: list[dict], params=None) -> dict:
+    def merge(batches: list[dict]) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.merge(params["destination"], batches[0]["key"])
+        first = batches[0]
+        return {**cpp_corpus.merge(first["stage"], first["key"]), "stage": first["stage"]}
 
     @task
     def to_parquet(merged: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.to_parquet(params["destination"], merged["key"], rows_per_file=params["rows_per_file"],
-                                     val_fraction=params["val_fraction"])
+        result = cpp_corpus.to_parquet(merged["stage"], merged["key"], rows_per_file=params["rows_per_file"],
+                                       val_fraction=params["val_fraction"])
+        return {**result, "stage": merged["stage"]}
 
     @task(pool=GCS_POOL)
     def upload(parquet: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.upload(params["destination"], parquet["key"])
+        return {**cpp_corpus.upload(params["destination"], parquet["stage"], parquet["key"]),
+                "stage": parquet["stage"]}
 
     @task(outlets=[CPP_CORPUS])
     def publish(uploaded: dict, params=None, outlet_events=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        info = cpp_corpus.publish(params["destination"], uploaded["key"])
+        info = cpp_corpus.publish(params["destination"], uploaded["stage"], uploaded["key"])
         outlet_events[CPP_CORPUS].extra = info
         return info
 
@@ -98,8 +126,14 @@ def nanodata_cpp_corpus():
 
         return cpp_corpus.report(params["destination"], published["key"], tokenizer=params["tokenizer"])
 
-    batches = chunk.expand(batch=plan())
-    report(publish(upload(to_parquet(merge(batches)))))
+    planned = plan()
+    indexed = index(planned)
+    parse.expand(batch=planned["parse"]) >> indexed
+    report(publish(upload(to_parquet(merge(chunk.expand(batch=indexed))))))
+
+
+def _chunk_params(params) -> dict:
+    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
 
 
 nanodata_cpp_corpus()

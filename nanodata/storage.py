@@ -14,6 +14,8 @@ Writers' work files (`*.tmp`, `_*` such as `_progress.json`; `_COMPLETE` excepte
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import logging
 import os
@@ -403,6 +405,126 @@ def read_bytes(uri: str | os.PathLike) -> bytes | None:
         return None
 
 
+READ_RANGE = 8 * 1024 * 1024  # bytes per ranged GET when streaming an object
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd"}
+
+
+class _GcsRangeStream(io.RawIOBase):
+    """Bytes [start, stop) of one object version, fetched in ranged GETs, each retried.
+
+    The generation is pinned at open: an object replaced mid-read is an error, never a mix of two versions."""
+
+    def __init__(self, uri: str, start: int, stop: int | None):
+        from google.api_core.exceptions import NotFound
+
+        side, name = _split(uri)
+        self.uri, self.blob = uri, side.blob(name)
+        try:
+            with_retries(lambda: self.blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+        except NotFound:
+            raise NanodataError(f"{uri}: no such object") from None
+        self.generation = self.blob.generation
+        self.pos, self.stop = start, self.blob.size if stop is None else min(stop, self.blob.size)
+        self.buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        if not self.buffer and self.pos < self.stop:
+            end = min(self.pos + READ_RANGE, self.stop) - 1
+            self.buffer = with_retries(lambda: self.blob.download_as_bytes(
+                start=self.pos, end=end, if_generation_match=self.generation, checksum=None, retry=None,
+                timeout=TIMEOUT), f"read {self.uri}")
+            if not self.buffer:
+                raise NanodataError(f"{self.uri}: object ended at byte {self.pos}, expected {self.stop}")
+            self.pos += len(self.buffer)
+        n = min(len(out), len(self.buffer))
+        out[:n] = self.buffer[:n]
+        self.buffer = self.buffer[n:]
+        return n
+
+
+def join_uri(base: str, *parts: str) -> str:
+    """base/part/...: a gs:// URI or a local path."""
+    return "/".join([os.fspath(base).rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def open_read(uri: str | os.PathLike, start: int = 0, stop: int | None = None):
+    """A buffered binary stream of bytes [start, stop) of a local file or gs:// object (streamed, never whole)."""
+    uri = os.fspath(uri)
+    if parse_gs(uri) is None:
+        try:
+            f = open(uri, "rb")
+        except FileNotFoundError:
+            raise NanodataError(f"{uri}: no such file") from None
+        f.seek(start)
+        if stop is None:
+            return f
+        return io.BufferedReader(_Window(f, stop - start), COPY_BLOCK)
+    return io.BufferedReader(_GcsRangeStream(uri, start, stop), COPY_BLOCK)
+
+
+class _Window(io.RawIOBase):
+    """At most `length` bytes of an open file, from its current position."""
+
+    def __init__(self, f, length: int):
+        self.f, self.left = f, length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        data = self.f.read(min(len(out), self.left))
+        self.left -= len(data)
+        out[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
+
+
+def compression_of(uri: str | os.PathLike) -> str | None:
+    """'gzip' or 'zstd' from the name's suffix (.gz, .zst), else None."""
+    return COMPRESSED_SUFFIXES.get(os.path.splitext(os.fspath(uri))[1].lower())
+
+
+def open_decompressed(uri: str | os.PathLike):
+    """A binary stream of the decompressed content of a (possibly .gz / .zst) local file or gs:// object."""
+    raw = open_read(uri)
+    kind = compression_of(uri)
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "zstd":
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), COPY_BLOCK)
+    return raw
+
+
+def content_digest(uri: str | os.PathLike) -> str:
+    """A content hash read in a stream: sha256 of a local file; size:crc32c GCS keeps for an object (no download)."""
+    uri = os.fspath(uri)
+    if parse_gs(uri) is None:
+        h = hashlib.sha256()
+        with open_read(uri) as f:
+            while block := f.read(COPY_BLOCK):
+                h.update(block)
+        return h.hexdigest()
+    from google.api_core.exceptions import NotFound
+
+    side, name = _split(uri)
+    blob = side.blob(name)
+    try:
+        with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    except NotFound:
+        raise NanodataError(f"{uri}: no such object") from None
+    return f"{blob.size}:{blob.crc32c}"
+
+
 def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
     """Write a small object whole (local: temp file + rename)."""
     side, name = _split(uri)
@@ -415,6 +537,37 @@ def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
         return
     with_retries(lambda: side.blob(name).upload_from_string(data, checksum="crc32c", retry=None, timeout=TIMEOUT),
                  f"write {uri}")
+
+
+def write_file(path: str | os.PathLike, uri: str | os.PathLike) -> None:
+    """Copy a local file to a local path (temp + fsync + rename) or a gs:// object (crc32c-checked, retried)."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        target = side.path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.copyfile(path, tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        return
+    entry = Entry(os.path.getsize(path), crc32c_of_file(path))
+    with_retries(lambda: side.send(name, Path(path), entry), f"upload {uri}")
+
+
+def local_copy(uri: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """A local path holding uri's bytes: uri itself when local, else a crc32c-checked download to `path`."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        if not side.path(name).is_file():
+            raise FileNotFoundError(f"{uri}: no such file")
+        return side.path(name)
+    blob = side.blob(name)
+    with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    path = Path(path)
+    with_retries(lambda: LocalSide(path.parent).receive(path.name, Entry(blob.size, blob.crc32c),
+                                                        lambda f: side.read_into(name, f)), f"download {uri}")
+    return path
 
 
 def exists(uri: str | os.PathLike) -> bool:

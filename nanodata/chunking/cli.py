@@ -25,9 +25,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = MODE_HELP
     parser.add_argument("--inputs", nargs="+", default=[], metavar="JSONL",
-                        help='JSONL files, one {"text": ...} per line (path/repo keys name the source)')
+                        help='JSONL files, one {"text": ...} per line (path/repo keys name the source); '
+                             ".jsonl, .jsonl.gz or .jsonl.zst, local or gs://bucket/object, streamed")
     parser.add_argument("--project-dirs", nargs="+", default=[], metavar="DIR",
-                        help="directories whose sub-directories are projects of C++ files")
+                        help="C++ trees (local or gs:// prefixes): each sub-directory is a project, files directly "
+                             "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
     parser.add_argument("--output", required=True, help="output JSONL (written to OUTPUT.tmp, then renamed)")
     parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
     parser.add_argument("--max-tokens", type=int, default=2048, help="token budget per doc, >= 16 (default: 2048)")
@@ -40,6 +42,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
     parser.add_argument("--workers", type=int, default=1, help="processes; output is identical for any value")
+    parser.add_argument("--partition-mb", type=float, default=256,
+                        help="global modes: parse/emit in partitions of this many MB of source, staged on disk "
+                             "next to OUTPUT, so memory stays bounded; output is identical for any value "
+                             "(default: 256)")
     parser.add_argument("--append", action="store_true",
                         help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
@@ -53,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, mode=args.mode,
                        max_tokens=args.max_tokens, tokenizer=args.tokenizer, cross_depth=args.cross_depth,
                        max_file_bytes=args.max_file_bytes, workers=args.workers, strict=args.strict,
-                       extensions=extensions, append=args.append, progress=not args.no_progress)
+                       extensions=extensions, append=args.append, progress=not args.no_progress,
+                       partition_mb=args.partition_mb)
     print(f"chunk {s['mode']}: {s['files_read']} files read, {s['files_skipped']} skipped, "
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "

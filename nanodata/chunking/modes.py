@@ -25,30 +25,29 @@ PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; it
 
 
 class Index:
-    """Function and type definitions of all files, by simple name."""
+    """What a Chunker looks up: the files it emits (whole, by gid) and, in global modes, the
+    definitions of every file of the run by simple name (a GlobalIndex on disk: names, ids and
+    the text of uniquely named definitions, never the whole corpus in memory)."""
 
-    def __init__(self, files: list[FileUnits], ranks: list[int] | None = None):
+    def __init__(self, files: dict[int, FileUnits], ranks: dict[int, int] | None = None, lookup=None):
         self.files = files
-        self.ranks = ranks or [0] * len(files)   # project order: a name resolves among ranks <= the root's
-        self.functions: dict[str, list] = {}
-        self.types: dict[str, list] = {}
-        self._unique: dict[tuple, tuple | None] = {}
-        for f, fu in enumerate(files):
-            for u, unit in enumerate(fu.units):
-                table = self.functions if unit.kind == "function" else self.types if unit.kind == "type" else None
-                if table is not None and unit.name:
-                    table.setdefault(unit.name, []).append((f, u))
+        self.ranks = ranks or {}   # project order: a name resolves among ranks <= the root's
+        self.lookup = lookup
 
-    def unique(self, table: dict, name: str, rank: int):
-        """The one definition of `name` visible from `rank`, or None (absent or ambiguous)."""
-        key = (table is self.functions, name, rank)
-        if key not in self._unique:
-            found = [ref for ref in table.get(name, ()) if self.ranks[ref[0]] <= rank]
-            self._unique[key] = found[0] if len(found) == 1 else None
-        return self._unique[key]
+    def rank(self, f: int) -> int:
+        return self.ranks.get(f, 0)
+
+    def unique(self, kind: str, name: str, rank: int):
+        """The one definition (file, unit) of `name` visible from `rank`, or None (absent or ambiguous)."""
+        return self.lookup.unique(kind, name, rank)
 
     def unit(self, ref):
-        return self.files[ref[0]].units[ref[1]]
+        fu = self.files.get(ref[0])
+        return fu.units[ref[1]] if fu is not None else self.lookup.unit(ref)
+
+    def text(self, ref) -> str:
+        fu = self.files.get(ref[0])
+        return fu.text_of(fu.units[ref[1]]) if fu is not None else self.lookup.text(ref)
 
 
 @dataclass
@@ -59,16 +58,18 @@ class Packer:
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a class member (file, unit, member)."""
+        if len(ref) == 2:
+            unit = self.index.unit(ref)
+            return unit.scope, unit.tokens
         fu = self.index.files[ref[0]]
         unit = fu.units[ref[1]]
-        if len(ref) == 2:
-            return unit.scope, unit.tokens
         return self.class_scope(fu, unit), sum(fu.tokens[s] for s in unit.members[ref[2]])
 
     def text(self, ref) -> str:
+        if len(ref) == 2:
+            return self.index.text(ref)
         fu = self.index.files[ref[0]]
-        unit = fu.units[ref[1]]
-        return fu.text_of(unit) if len(ref) == 2 else "".join(fu.texts[s] for s in unit.members[ref[2]])
+        return "".join(fu.texts[s] for s in fu.units[ref[1]].members[ref[2]])
 
     @staticmethod
     def class_scope(fu, unit) -> tuple:
@@ -137,7 +138,8 @@ class Packer:
 
 
 class Chunker:
-    """Emits the docs of one file in the chosen mode; global modes share an Index of all files."""
+    """Emits the docs of one file in the chosen mode; global modes look other files up in the Index.
+    Its caches are per root file: make one per file emitted."""
 
     def __init__(self, mode: str, budget: int, counter: Counter, index: Index, cross_depth: int = 3):
         self.mode, self.cross_depth = mode, cross_depth
@@ -188,8 +190,8 @@ class Chunker:
         """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
         key = ("calls", root_file, ref)
         if key not in self._edges:
-            rank = self.index.ranks[root_file]
-            found = (self.index.unique(self.index.functions, name, rank) for name in self.index.unit(ref).calls)
+            rank = self.index.rank(root_file)
+            found = (self.index.unique("function", name, rank) for name in self.index.unit(ref).calls)
             self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
         return self._edges[key]
 
@@ -202,7 +204,7 @@ class Chunker:
     def needed_types(self, functions: list, closure: bool) -> list:
         """Type definitions the functions name (and, with closure, the types those types name)."""
         root_file = functions[-1][0]
-        rank = self.index.ranks[root_file]
+        rank = self.index.rank(root_file)
         local = self.local_types(root_file)
 
         def resolve(ref) -> list:
@@ -214,7 +216,7 @@ class Chunker:
                     if name in local:
                         out.extend(local[name])
                     else:
-                        target = self.index.unique(self.index.types, name, rank)
+                        target = self.index.unique("type", name, rank)
                         if target is not None:
                             out.append(target)
                 self._edges[key] = [t for t in out if t != ref]

@@ -1,31 +1,45 @@
-"""Where C++ text comes from: JSONL records or project directories.
+"""Where C++ text comes from: JSONL records (plain, .gz, .zst; local or gs://) or project trees.
 
-Both yield `SourceFile`s in a deterministic order and report every unusable input as a
-`Problem` (one line naming the file and line) instead of raising, so a run goes on past bad
-input and the caller decides (strict or not) what a problem costs.
+Everything here streams: records are read line by line from a (decompressing) stream, project
+trees are walked lazily, so no input is ever held whole. Every item gets a *gid*, its position
+in the run's input order (input number, then line or file number), which is what makes output
+independent of how the work is cut: a partition is a range of items, and items keep their gid,
+source name and line number whichever partition reads them.
+
+Unusable inputs come out as `Problem`s (one line naming the file and line) instead of raising,
+so a run goes on past bad input and the caller decides (strict or not) what a problem costs.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from nanodata import storage
+from nanodata.errors import NanodataError
+
 CPP_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".cpp", ".cxx", ".ipp", ".tcc")
-BINARY_SNIFF_BYTES = 8192
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 # A JSON line may escape text (\uXXXX is 6 bytes per char), so lines get more room than files.
 LINE_SLACK = 8
 READ_BLOCK = 1 << 20
+ITEM_BITS = 40  # gid = input number << ITEM_BITS | line or file number
+
+
+def gid_of(input_no: int, item_no: int) -> int:
+    return (input_no << ITEM_BITS) | item_no
 
 
 @dataclass
 class SourceFile:
-    source: str                 # what output docs name: "repo/path", a relative path, or "input.jsonl:LINE"
-    project: str                # project name: a project dir's sub-directory, a record's repo, or the input
+    gid: int                    # position in the run's input order
+    source: str                 # what output docs name: "repo/path", "root/rel/path" or "input.jsonl:LINE"
+    project: str                # project name: a tree's sub-directory, a record's repo, or the input's name
     path: str                   # path used to resolve #include (relative, "/"-separated)
     text: str | None = None     # JSONL records carry their text...
-    file: str | None = None     # ...project files are read by the worker that parses them
+    file: str | None = None     # ...project files are read (local path or gs:// URI) by the worker parsing them
     size: int = 0
 
 
@@ -39,124 +53,201 @@ class Problem:
         return f"{self.where}: {self.reason}"
 
 
-@dataclass
-class Listing:
-    files: list[SourceFile] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+def is_jsonl(uri: str) -> bool:
+    return uri.lower().endswith(JSONL_SUFFIXES)
 
 
-def _read_lines(path: Path, max_line_bytes: int):
-    """Yield (line_number, bytes | None); None marks a line longer than max_line_bytes (not kept in memory)."""
-    with open(path, "rb") as f:
-        number = 0
-        while True:
-            line = f.readline(max_line_bytes + 1)
-            if not line:
-                return
-            number += 1
-            if len(line) > max_line_bytes and not line.endswith(b"\n"):
-                while line and not line.endswith(b"\n"):  # drain the rest of the oversized line
-                    line = f.readline(READ_BLOCK)
-                yield number, None
-                continue
-            yield number, line
+def input_name(uri: str) -> str:
+    """The name docs carry for an input: its file name (where it was downloaded to never matters)."""
+    return uri.rstrip("/").rsplit("/", 1)[-1]
 
 
-def read_jsonl(path: str | os.PathLike, max_file_bytes: int, out: Listing) -> None:
-    """Append one SourceFile per usable `{"text": ...}` line; every other line becomes a Problem."""
-    path = Path(path)
-    if not path.is_file():
-        out.problems.append(Problem(str(path), "input file does not exist"))
+# ---------------------------------------------------------------- JSONL records
+
+def _read_lines(stream, max_line_bytes: int):
+    """Yield (bytes, line length) per line; bytes is None for a line longer than max_line_bytes (never held)."""
+    while True:
+        line = stream.readline(max_line_bytes + 1)
+        if not line:
+            return
+        if len(line) > max_line_bytes and not line.endswith(b"\n"):
+            length = len(line)
+            while line and not line.endswith(b"\n"):  # drain the rest of the oversized line
+                line = stream.readline(READ_BLOCK)
+                length += len(line)
+            yield None, length
+            continue
+        yield line, len(line)
+
+
+def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_bytes: int):
+    """One JSONL line -> SourceFile, Problem, or None (a blank line)."""
+    if not raw.strip():
+        return None
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Problem(where, f"not UTF-8 (byte {exc.start})")
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Problem(where, f"invalid JSON: {exc.msg} (column {exc.colno})")
+    if not isinstance(record, dict) or "text" not in record:
+        return Problem(where, 'no "text" key (expected a JSON object like {"text": "..."})')
+    text = record["text"]
+    if not isinstance(text, str):
+        return Problem(where, f'"text" is {type(text).__name__}, expected a string')
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_file_bytes:
+        return Problem(where, f"text of {size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped")
+    if not text.strip():
+        return Problem(where, "empty text", "skipped")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
+        return Problem(where, "text holds invalid unicode (lone surrogate escapes)")
+    if "\0" in text:
+        return Problem(where, "binary text (NUL bytes)", "skipped")
+    rel = str(record.get("path") or "")
+    repo = str(record.get("repo") or "")
+    source = "/".join(p for p in (repo, rel) if p) or f"{name}:{number}"
+    project = repo or (rel.split("/")[0] if "/" in rel else name)
+    return SourceFile(gid, source, project, rel or source, text=text, size=size)
+
+
+def jsonl_items(uri: str, input_no: int, max_file_bytes: int, *, display: str | None = None,
+                start: int = 0, stop: int | None = None, first_line: int = 1):
+    """SourceFile or Problem per line of a JSONL input, or of the line-aligned range [start, stop) of it.
+
+    A range is read from `uri` as plain bytes (the decompressed part file a plan wrote, or a byte
+    range of an uncompressed input); the whole input is read through its decompressor."""
+    display = display or uri
+    name = input_name(display)
+    whole = start == 0 and stop is None
+    try:
+        stream = storage.open_decompressed(uri) if whole else storage.open_read(uri, start, stop)
+    except NanodataError:
+        yield Problem(display, "input file does not exist")
         return
-    n_lines = 0
-    for number, raw in _read_lines(path, LINE_SLACK * max_file_bytes + 4096):
-        n_lines += 1
-        where = f"{path}:{number}"
-        if raw is None:
-            out.problems.append(Problem(where, f"line longer than {LINE_SLACK} x --max-file-bytes, skipped", "skipped"))
-            continue
-        if not raw.strip():
-            continue
+    number = first_line - 1
+    with stream:
         try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            out.problems.append(Problem(where, f"not UTF-8 (byte {exc.start})"))
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            out.problems.append(Problem(where, f"invalid JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        if not isinstance(record, dict) or "text" not in record:
-            out.problems.append(Problem(where, 'no "text" key (expected a JSON object like {"text": "..."})'))
-            continue
-        text = record["text"]
-        if not isinstance(text, str):
-            out.problems.append(Problem(where, f'"text" is {type(text).__name__}, expected a string'))
-            continue
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > max_file_bytes:
-            out.problems.append(Problem(where, f"text of {size} bytes exceeds --max-file-bytes {max_file_bytes}",
-                                        "skipped"))
-            continue
-        if not text.strip():
-            out.problems.append(Problem(where, "empty text", "skipped"))
-            continue
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
-            out.problems.append(Problem(where, "text holds invalid unicode (lone surrogate escapes)"))
-            continue
-        rel = str(record.get("path") or "")
-        repo = str(record.get("repo") or "")
-        source = "/".join(p for p in (repo, rel) if p) or where
-        out.files.append(SourceFile(source=source, project=repo or (rel.split("/")[0] if "/" in rel else str(path)),
-                                    path=rel or source, text=text, size=size))
-    if n_lines == 0:
-        out.problems.append(Problem(str(path), "empty input file", "skipped"))
+            for raw, _ in _read_lines(stream, LINE_SLACK * max_file_bytes + 4096):
+                number += 1
+                where = f"{display}:{number}"
+                if raw is None:
+                    yield Problem(where, f"line longer than {LINE_SLACK} x --max-file-bytes, skipped", "skipped")
+                    continue
+                item = _record(raw, where, name, number, gid_of(input_no, number), max_file_bytes)
+                if item is not None:
+                    yield item
+        except (OSError, EOFError) as exc:  # a corrupt or truncated .gz / .zst
+            yield Problem(f"{display}:{number + 1}", f"cannot decompress: {exc}")
+            return
+    if start == 0 and first_line == 1 and number == 0:
+        yield Problem(display, "empty input file", "skipped")
 
+
+def split_at_lines(stream, first_cut: int, every: int):
+    """Cut a byte stream into line-aligned ranges, streaming: yield (data, range) pairs where `data` is
+    the stream's next bytes and `range`, when not None, is the (start, stop, first_line) of a range
+    ending with them. The first range ends at the first line end at or after byte `first_cut`,
+    each later one `every` bytes further on; an empty stream is one empty range."""
+    start, first_line, pos, lines, target = 0, 1, 0, 0, first_cut
+    while block := stream.read(READ_BLOCK):
+        i = 0
+        while (rel := max(target - 1 - pos, i)) < len(block):
+            newline = block.find(b"\n", rel)
+            if newline < 0:
+                break
+            lines += block.count(b"\n", i, newline + 1)
+            stop = pos + newline + 1
+            yield block[i:newline + 1], (start, stop, first_line)
+            start, first_line, target, i = stop, lines + 1, stop + every, newline + 1
+        lines += block.count(b"\n", i)
+        yield block[i:], None
+        pos += len(block)
+    if pos > start or pos == 0:
+        yield b"", (start, pos, first_line)
+
+
+# ---------------------------------------------------------------- project trees
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root + os.sep)
 
 
-def walk_project_dirs(root: str | os.PathLike, extensions: tuple[str, ...], max_file_bytes: int,
-                      out: Listing) -> None:
-    """Each sub-directory of `root` is a project (files directly in root form a project named after root).
+def _local_tree(directory: str, prefix: str, extensions: tuple[str, ...], real_root: str):
+    """(relative path, size) of C++ files under a directory in plain string order of the relative path, lazily.
 
-    Symlinks are never followed: one pointing outside the tree is skipped and counted, one
-    pointing inside names a file or directory the walk reaches anyway (so no loops, no duplicates).
-    """
-    root = Path(root)
-    if not root.is_dir():
-        out.problems.append(Problem(str(root), "project directory does not exist"))
+    Sorting a directory's entries by name (name + "/" for directories) walks the tree in exactly
+    the order of its full paths, which is also the order GCS lists objects in. Symlinks are never
+    followed: one pointing outside the tree is reported, one pointing inside names a file or
+    directory the walk reaches anyway (so no loops, no duplicates)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as exc:
+        yield Problem(directory, f"unreadable directory: {exc.strerror}"), 0
         return
-    real_root = os.path.realpath(root)
-    found: list[tuple[str, Path]] = []
-    stack = [root]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError as exc:
-            out.problems.append(Problem(str(directory), f"unreadable directory: {exc.strerror}"))
+    keyed = []
+    for entry in entries:
+        if entry.is_symlink():
+            if not _inside(os.path.realpath(entry.path), real_root):
+                keyed.append((entry.name, entry, "outside"))
+        elif entry.is_dir():
+            keyed.append((entry.name + "/", entry, "dir"))
+        elif entry.name.lower().endswith(extensions) and entry.is_file():
+            keyed.append((entry.name, entry, "file"))
+    for key, entry, kind in sorted(keyed, key=lambda k: k[0]):
+        if kind == "dir":
+            yield from _local_tree(entry.path, prefix + key, extensions, real_root)
+        elif kind == "outside":
+            yield Problem(entry.path, "symlink points outside the project tree", "skipped"), 0
+        else:
+            yield prefix + key, entry.stat().st_size
+
+
+def tree_files(root: str, extensions: tuple[str, ...]):
+    """(relative path, size) of each C++ file under a local dir or gs:// prefix, in path order, streamed;
+    a Problem in place of the pair for what cannot be walked."""
+    if storage.parse_gs(root) is None:
+        if not Path(root).is_dir():
+            yield Problem(root, "project directory does not exist"), 0
+            return
+        yield from _local_tree(root, "", extensions, os.path.realpath(root))
+        return
+    bucket, prefix = storage.parse_gs(root.rstrip("/") + "/")
+    blobs = storage.with_retries(lambda: storage.gcs_client().list_blobs(bucket, prefix=prefix, retry=None,
+                                                                         timeout=storage.TIMEOUT), f"list {root}")
+    found = False
+    for blob in blobs:  # pages are fetched as the iteration goes: the listing is never held whole
+        rel = blob.name[len(prefix):]
+        if rel.lower().endswith(extensions):
+            found = True
+            yield rel, int(blob.size)
+    if not found:
+        yield Problem(root, "no C++ files under this prefix"), 0
+
+
+def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int):
+    """The SourceFile (or size Problem) of one file of a project tree."""
+    root_name = input_name(root)
+    file = storage.join_uri(root, rel)
+    if size > max_file_bytes:
+        return Problem(file, f"{size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped")
+    project = rel.split("/")[0] if "/" in rel else root_name
+    return SourceFile(gid, f"{root_name}/{rel}", project, rel, file=file, size=size)
+
+
+def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_bytes: int):
+    """Each sub-directory of `root` is a project; files directly in root form a project named after root."""
+    number = 0
+    for rel, size in tree_files(root, extensions):
+        if isinstance(rel, Problem):
+            yield rel
             continue
-        for entry in entries:
-            if entry.is_symlink():
-                if not _inside(os.path.realpath(entry.path), real_root):
-                    out.problems.append(Problem(entry.path, "symlink points outside the project tree", "skipped"))
-            elif entry.is_dir():
-                stack.append(Path(entry.path))
-            elif entry.name.lower().endswith(extensions) and entry.is_file():
-                found.append((Path(entry.path).relative_to(root).as_posix(), Path(entry.path)))
-    for rel, file in sorted(found):
-        size = file.stat().st_size
-        project = rel.split("/")[0] if "/" in rel else root.name
-        if size > max_file_bytes:
-            out.problems.append(Problem(str(file), f"{size} bytes exceeds --max-file-bytes {max_file_bytes}",
-                                        "skipped"))
-            continue
-        out.files.append(SourceFile(source=f"{root.name}/{rel}", project=project, path=rel, file=str(file), size=size))
+        yield tree_item(root, rel, size, gid_of(input_no, number), max_file_bytes)
+        number += 1
 
 
 def load_text(src: SourceFile) -> tuple[str | None, Problem | None]:
@@ -164,10 +255,12 @@ def load_text(src: SourceFile) -> tuple[str | None, Problem | None]:
     if src.text is not None:
         return src.text, None
     try:
-        data = Path(src.file).read_bytes()
+        data = storage.read_bytes(src.file)
     except OSError as exc:
-        return None, Problem(src.file, f"unreadable: {exc.strerror}")
-    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return None, Problem(src.file, f"unreadable: {exc.strerror or exc}")
+    if data is None:
+        return None, Problem(src.file, "file disappeared")
+    if b"\0" in data:
         return None, Problem(src.file, "binary file (NUL bytes)", "skipped")
     if not data.strip():
         return None, Problem(src.file, "empty file", "skipped")

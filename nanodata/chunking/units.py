@@ -35,7 +35,13 @@ PREAMBLE_NODES = {"preproc_include", "preproc_def", "preproc_function_def", "pre
                   "union_specifier", "enum_specifier", "static_assert_declaration", "concept_definition"}
 MAX_PREAMBLE_ITEM_BYTES = 512
 CLOSER = "}\n"                # closes a re-wrapped namespace in chunked docs
-REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type")
+# Types: every type_identifier, plus the scopes of qualified names (`a::B::C` -> a, B), which
+# tree-sitter-cpp parses as namespace_identifier even when they name a class (a nested type's
+# enclosing class, `typename X::Y`, `X::kValue`): the enclosing type is a dependency too. A real
+# namespace name just resolves to no type. (A template scope, `Outer<T>::Inner`, is a template_type
+# whose name is already a type_identifier.)
+REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type "
+                             "(qualified_identifier scope: (namespace_identifier) @type)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 _parser: Parser | None = None

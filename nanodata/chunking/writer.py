@@ -1,8 +1,11 @@
-"""JSONL output: exact duplicates dropped, nothing half-written.
+"""JSONL output: exact duplicates dropped (first occurrence wins), nothing half-written.
 
 A fresh output is written to OUTPUT.tmp and renamed into place; appending (for a parquet
 writer tailing a growing file) writes whole lines only. Either way `OUTPUT.done` (the run's
 summary as JSON) appears last, so a reader knows the file is complete.
+
+The set of texts already written is a table on disk (SQLite, keyed by a 16-byte digest), not a
+Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc in memory.
 """
 
 from __future__ import annotations
@@ -10,9 +13,45 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
+import tempfile
 from pathlib import Path
 
 from nanodata.chunking.pack import Doc
+
+SEEN_CACHE_KIB = 32 * 1024
+
+
+def doc_line(doc: Doc, mode: str) -> str:
+    """The output line of a doc (also how passes stage docs between tasks)."""
+    return json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode, "source": doc.source,
+                       "kind": doc.kind}, ensure_ascii=False) + "\n"
+
+
+def doc_from_line(line: bytes | str) -> Doc:
+    record = json.loads(line)
+    return Doc(record["text"], record["n_tokens"], record["kind"], record["source"])
+
+
+class SeenTexts:
+    """Digests of the texts written so far, on disk; `add` says whether a text is new."""
+
+    def __init__(self, directory: str | os.PathLike):
+        fd, name = tempfile.mkstemp(prefix=".seen-", suffix=".sqlite", dir=directory)
+        os.close(fd)
+        self.path = Path(name)
+        self.db = sqlite3.connect(name)
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{SEEN_CACHE_KIB}"):
+            self.db.execute(f"PRAGMA {pragma}")
+        self.db.execute("CREATE TABLE seen(digest BLOB PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, text: str) -> bool:
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        return self.db.execute("INSERT OR IGNORE INTO seen VALUES (?)", (digest,)).rowcount == 1
+
+    def close(self) -> None:
+        self.db.close()
+        self.path.unlink(missing_ok=True)
 
 
 class JsonlWriter:
@@ -24,19 +63,16 @@ class JsonlWriter:
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.path = self.output if append else self.output.with_name(self.output.name + ".tmp")
         self.file = open(self.path, "a" if append else "w", encoding="utf-8")
-        self.seen: set[bytes] = set()
+        self.seen = SeenTexts(self.output.parent)
         self.docs = self.tokens = self.split = self.duplicates = 0
 
     def write(self, docs: list[Doc]) -> None:
         lines = []
         for doc in docs:
-            digest = hashlib.blake2b(doc.text.encode("utf-8"), digest_size=16).digest()
-            if digest in self.seen:
+            if not self.seen.add(doc.text):
                 self.duplicates += 1
                 continue
-            self.seen.add(digest)
-            lines.append(json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": self.mode,
-                                     "source": doc.source, "kind": doc.kind}, ensure_ascii=False) + "\n")
+            lines.append(doc_line(doc, self.mode))
             self.docs += 1
             self.tokens += doc.tokens
             self.split += doc.kind == "split"
@@ -49,6 +85,7 @@ class JsonlWriter:
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
+        self.seen.close()
         self.done.unlink(missing_ok=True)
         if not self.append:
             os.replace(self.path, self.output)
@@ -58,5 +95,6 @@ class JsonlWriter:
 
     def abort(self) -> None:
         self.file.close()
+        self.seen.close()
         if not self.append:
             self.path.unlink(missing_ok=True)

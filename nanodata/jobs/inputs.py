@@ -1,9 +1,12 @@
 """What a corpus build reads: its inputs with content hashes, their batches, and the build key.
 
-A source is a JSONL file, or a directory (local or gs:// prefix) whose top-level *.jsonl files
-are JSONL inputs and whose top-level sub-directories are C++ projects, one input each.
-Content hashes: sha256 of local files; for gs:// the size and crc32c GCS keeps for every object,
-so planning a build never downloads it.
+A source is a JSONL file (.jsonl, .jsonl.gz, .jsonl.zst), or a directory (local or gs:// prefix)
+whose top-level JSONL files are inputs and whose C++ files form one project tree: each top-level
+sub-directory is a project, C++ files directly in it form a project named after it. That is
+exactly what `nanodata chunk --inputs DIR/*.jsonl --project-dirs DIR` reads, in the same order.
+
+Content hashes are streamed: sha256 of local files (read in blocks); for gs:// the size and crc32c
+GCS keeps for every object, so planning a build never downloads it.
 """
 
 from __future__ import annotations
@@ -11,68 +14,59 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 
 from nanodata import storage
+from nanodata.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
 from nanodata.errors import NanodataError
 from nanodata.jobs.store import is_gcs, join
 
 log = logging.getLogger(__name__)
 
-KEY_FORMAT = 1  # bump when a change to the build steps should rebuild every corpus
+KEY_FORMAT = 2  # bump when a change to the build steps should rebuild every corpus
 
 
-def _sha256_file(path: Path) -> str:
+def _top_level(source: str) -> list[str]:
+    """Names of the files directly in a local dir or gs:// prefix."""
+    if not is_gcs(source):
+        return sorted(e.name for e in os.scandir(source) if e.is_file())
+    bucket, prefix = storage.parse_gs(source.rstrip("/") + "/")
+    blobs = storage.with_retries(lambda: list(storage.gcs_client().list_blobs(
+        bucket, prefix=prefix, delimiter="/", retry=None, timeout=storage.TIMEOUT)), f"list {source}")
+    return sorted(b.name[len(prefix):] for b in blobs)
+
+
+def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS) -> tuple[str, int, int]:
+    """(hash, files, bytes) of a project tree's C++ files: their paths, sizes and contents, streamed."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _hash_of(items) -> str:
-    return hashlib.sha256(json.dumps(sorted(items)).encode()).hexdigest()
-
-
-def _file_hashes(source: str) -> dict[str, str]:
-    """{relative name: content hash} of every file under a local dir or gs:// prefix."""
-    if is_gcs(source):
-        return {name: f"{e.size}:{e.crc32c}" for name, e in storage.open_side(source).list().items()}
-    root = Path(source)
-    return {p.relative_to(root).as_posix(): _sha256_file(p) for p in root.rglob("*") if p.is_file()}
-
-
-def _list_dir(source: str) -> list[dict]:
-    projects: dict[str, list] = {}
-    inputs = []
-    for name, digest in sorted(_file_hashes(source).items()):
-        top, _, rest = name.partition("/")
-        if top.startswith("."):
+    files = total = 0
+    for rel, size in tree_files(root, extensions):
+        if isinstance(rel, Problem):
+            h.update(f"{rel}\n".encode())
             continue
-        if rest:
-            projects.setdefault(top, []).append((rest, digest))
-        elif top.endswith(".jsonl"):
-            inputs.append({"name": top, "kind": "jsonl", "uri": join(source, top), "hash": digest})
-        else:
-            log.warning("source %s: ignoring %s (neither *.jsonl nor a project directory)", source, top)
-    inputs += [{"name": top + "/", "kind": "project", "uri": join(source, top), "hash": _hash_of(files)}
-               for top, files in projects.items()]
-    return sorted(inputs, key=lambda i: i["name"])
+        h.update(f"{rel}\t{size}\t{storage.content_digest(join(root, rel))}\n".encode())
+        files += 1
+        total += size
+    return h.hexdigest(), files, total
 
 
 def list_inputs(source: str) -> list[dict]:
-    """[{"name", "kind": "jsonl"|"project", "uri", "hash"}], sorted by name; raises if there is none."""
-    if source.endswith(".jsonl"):
-        data = storage.read_bytes(source)
-        if data is None:
-            raise NanodataError(f"source {source}: no such file")
+    """[{"name", "kind": "jsonl" | "tree", "uri", "hash"}] in run order; raises if there is nothing to chunk."""
+    source = source.rstrip("/") if source != "/" else source
+    if is_jsonl(source):
         return [{"name": source.rsplit("/", 1)[-1], "kind": "jsonl", "uri": source,
-                 "hash": hashlib.sha256(data).hexdigest()}]
+                 "hash": storage.content_digest(source)}]
     if not is_gcs(source) and not Path(source).is_dir():
-        raise NanodataError(f"source {source}: no such directory")
-    inputs = _list_dir(source)
+        raise NanodataError(f"source {source}: no such directory (or a .jsonl / .jsonl.gz / .jsonl.zst file)")
+    inputs = [{"name": name, "kind": "jsonl", "uri": join(source, name), "hash": storage.content_digest(join(source, name))}
+              for name in _top_level(source) if is_jsonl(name)]
+    digest, files, _ = tree_digest(source)
+    if files:
+        inputs.append({"name": source.rsplit("/", 1)[-1] + "/", "kind": "tree", "uri": source, "hash": digest})
     if not inputs:
-        raise NanodataError(f"source {source}: no *.jsonl files or project directories in it")
+        raise NanodataError(f"source {source}: no JSONL inputs (.jsonl, .jsonl.gz, .jsonl.zst) and no C++ files "
+                            f"({', '.join(CPP_EXTENSIONS)}) in it")
     return inputs
 
 

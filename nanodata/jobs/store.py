@@ -12,8 +12,7 @@ from pathlib import Path
 from nanodata import storage
 
 
-def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+join = storage.join_uri
 
 
 def is_gcs(uri: str) -> bool:

@@ -40,7 +40,7 @@ def test_bad_lines_reported_with_line_numbers_and_run_goes_on(bad_jsonl, tmp_pat
     assert summary["files_read"] == 2 and summary["files_failed"] == 4 and summary["files_skipped"] == 1
     docs = read_docs(tmp_path / "out.jsonl")
     assert docs[0]["source"] == "demo/src/calls.cpp" and docs[0]["kind"] == "file"
-    assert docs[1]["source"] == f"{bad_jsonl}:8"
+    assert docs[1]["source"] == "mixed.jsonl:8"  # the input's name: where it was read from never shows
 
 
 def test_strict_stops_and_keeps_previous_output(bad_jsonl, tmp_path):

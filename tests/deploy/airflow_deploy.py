@@ -1,9 +1,9 @@
 """A real Airflow 3.3 deployment for tests: Postgres metadata DB, separate component processes, REST API v2.
 
 `postgres_database()` creates a fresh database and drops it at the end. `AirflowDeployment` runs
-scheduler, dag-processor, api-server and triggerer (plus a Celery worker with CeleryExecutor) as
-separate process groups from one AIRFLOW_HOME, each on free ports, and stops them all on exit, also
-when the test fails. Its `api()` talks to the REST API v2 with a JWT from /auth/token
+scheduler, dag-processor, api-server and triggerer (plus Celery workers, see `celery_workers()`, with
+CeleryExecutor) as separate process groups from one AIRFLOW_HOME, each on free ports, and stops them all
+on exit, also when the test fails. Its `api()` talks to the REST API v2 with a JWT from /auth/token
 (simple auth manager, one admin user whose password is generated here).
 """
 
@@ -56,8 +56,12 @@ def postgres_database():
 
 
 def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, plugins_folder: Path,
-                extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment every component shares: one config, so secrets and ports agree."""
+                extra: dict[str, str] | None = None, celery_node_hostnames: bool = False) -> dict[str, str]:
+    """The environment every component shares: one config, so secrets and ports agree.
+
+    `celery_node_hostnames`: task instances record the Celery node that ran them (worker1-<queue>@<host>) as
+    their hostname, not the machine's name, which all workers of one machine share (see celery_node_hostname).
+    """
     api_port = free_port()
     # inherited AIRFLOW* settings (another test's Airflow, say) must not leak into this deployment
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -94,8 +98,37 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
         # metadata DB because the serialized DAGs in it keep the queue of whichever deployment parsed them first
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "nanodata-deploy-" + db_url.rsplit("_", 1)[-1],
     })
+    if celery_node_hostnames:
+        env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{Path(__file__).stem}.celery_node_hostname"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
     env.update(extra or {})
     return env
+
+
+def celery_node_hostname() -> str:
+    """[core] hostname_callable: inside a Celery task (where the task supervisor runs, and reports the hostname
+    when the task starts and on every heartbeat) the name of the Celery node running it; elsewhere (scheduler,
+    api-server, ...) the machine's FQDN, as Airflow's default does."""
+    from celery import current_task
+
+    if current_task and current_task.request.hostname:
+        return current_task.request.hostname
+    return socket.getfqdn()
+
+
+def celery_workers(queue: str, count: int = 1, concurrency: int = 2) -> list[list[str]]:
+    """`airflow celery worker` components consuming only `queue`, `concurrency` task slots each.
+
+    One worker is the Celery node <queue>@<host>; several are worker1-<queue>@<host>, worker2-... . Only the
+    first serves task logs: the log-server port is one setting of the shared config (the api-server reads the
+    logs of finished tasks from the shared AIRFLOW_HOME anyway).
+    """
+    def name(i: int) -> str:
+        return f"{queue}@%h" if count == 1 else f"worker{i}-{queue}@%h"
+
+    return [["celery", "worker", "--queues", queue, "--concurrency", str(concurrency), "--without-gossip",
+             "--without-mingle", "--celery-hostname", name(i), *(["--skip-serve-logs"] if i > 1 else [])]
+            for i in range(1, count + 1)]
 
 
 def run_airflow(args: list[str], env: dict[str, str], timeout: float = 300) -> str:

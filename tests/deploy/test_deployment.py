@@ -5,16 +5,18 @@ bucket, its Asset event in the API, and its report page fetched from the reports
 """
 
 import io
+import itertools
 import json
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import requests
 
-from airflow_deploy import (AirflowDeployment, airflow_env, forget_queue, group_alive, postgres_database,
-                            run_airflow, unknown_airflow_env)
+from airflow_deploy import (AirflowDeployment, airflow_env, celery_workers, forget_queue, group_alive,
+                            postgres_database, run_airflow, unknown_airflow_env)
 from nanodata import storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +32,7 @@ SOURCES = {
                            "    return n;\n}\n}  // namespace text\n",
 }
 FUNCTIONS = ("dot_product", "scale_vector", "count_words")
+LIBSTDCXX = Path("/usr/include/c++/12/bits")  # real, varied C++ to chunk
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +54,20 @@ def cpp_source(tmp_path_factory):
     return root
 
 
-def deployment(executor: str, home: Path, db_url: str, dest: str) -> AirflowDeployment:
+def deployment(executor: str, home: Path, db_url: str, dest: str, *, workers: int = 1,
+               concurrency: int = 2) -> AirflowDeployment:
+    """With CeleryExecutor: `workers` Celery workers of `concurrency` slots each; with several, task instances
+    record the Celery node that ran them as their hostname."""
     env = airflow_env(home, db_url, executor=executor, dags_folder=REPO / "dags", plugins_folder=REPO / "plugins",
                       extra={"NANODATA_REPORTS_DIR": dest,
                              # no nightly run on unpause: the triggered run is the one under test
-                             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"})
+                             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"},
+                      celery_node_hostnames=executor == "CeleryExecutor" and workers > 1)
     assert unknown_airflow_env(env) == []
     run_airflow(["pools", "set", "gcs", "2", "nanodata GCS transfers"], env)
     components = [["scheduler"], ["dag-processor"], ["api-server"], ["triggerer"]]
     if executor == "CeleryExecutor":
-        queue = env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
-        components.append(["celery", "worker", "--queues", queue, "--concurrency", "2", "--without-gossip",
-                           "--without-mingle", "--celery-hostname", f"{queue}@%h"])
+        components += celery_workers(env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"], workers, concurrency)
     return AirflowDeployment(env, components)
 
 
@@ -133,6 +138,70 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
     finally:
         forget_queue(af.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"])
     for proc in af.procs.values():  # the deployment stopped every process group it started
+        assert proc.poll() is not None and not group_alive(proc.pid)
+
+
+def write_cpp_jsonl(root: Path, files: int, mb: float) -> Path:
+    """`files` JSONL inputs of ~`mb` MB: libstdc++ headers, each record's text made distinct by its own
+    comment and function, so no two records (or their last units) are the same."""
+    headers = [p.read_text(errors="replace") for p in sorted(LIBSTDCXX.glob("*.h"))]
+    root.mkdir()
+    for i in range(files):
+        size = 0
+        with open(root / f"part{i}.jsonl", "w") as f:
+            for j in itertools.count():
+                if size >= mb * 2 ** 20:
+                    break
+                text = (f"// input {i}, record {j}\n{headers[(i * 37 + j) % len(headers)]}\n"
+                        f"int nanodata_record_{i}_{j}() {{ return {j}; }}\n")
+                size += f.write(json.dumps({"text": text}) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_mapped_chunks_of_one_build_run_at_once_on_two_celery_workers(metadata_db, gcs_emulator, tmp_path):
+    """Two Celery workers of one slot each on the deployment's queue: the chunk tasks mapped in one run of the
+    corpus DAG are spread over both, and two of them, on different workers, run at the same time."""
+    from celery.utils.nodenames import default_nodename, host_format
+
+    source = write_cpp_jsonl(tmp_path / "source", files=4, mb=2)
+    bucket = f"deploy-2workers-{uuid.uuid4().hex[:6]}"
+    gcs_emulator.create_bucket(bucket)
+    dest = f"gs://{bucket}/cpp"
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    af = deployment("CeleryExecutor", home, metadata_db, dest, workers=2, concurrency=1)
+    queue = af.env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"]
+    nodes = {host_format(default_nodename(f"worker{i}-{queue}@%h")) for i in (1, 2)}
+    try:
+        with af:
+            af.wait_for_dag(DAG_ID)
+            # partition_mb: the size of a work partition (Airflow also takes conf keys that are not Params)
+            run_id = af.trigger(DAG_ID, {"source": str(source), "destination": dest, "mode": "basic",
+                                         "max_tokens": 2048, "partition_mb": 1})
+            af.wait_for_run(DAG_ID, run_id, timeout=240)
+            tis = af.task_instances(DAG_ID, run_id)
+            summary = af.task_summary(DAG_ID, run_id)
+    finally:
+        forget_queue(queue)
+
+    chunks = sorted((ti for ti in tis if ti["task_id"] == "chunk"), key=lambda ti: ti["start_date"] or "")
+    intervals = [(ti["map_index"], ti["hostname"], datetime.fromisoformat(ti["start_date"]),
+                  datetime.fromisoformat(ti["end_date"])) for ti in chunks if ti["start_date"] and ti["end_date"]]
+    t0 = min((start for _, _, start, _ in intervals), default=None)
+    for index, host, start, end in intervals:  # for the log
+        print(f"chunk[{index}] on {host}: {(start - t0).total_seconds():6.2f}s .. {(end - t0).total_seconds():6.2f}s"
+              f" ({(end - start).total_seconds():.2f}s)")
+    assert len(chunks) >= 2, summary
+    assert all(ti["state"] == "success" for ti in chunks), summary
+    assert {ti["queue"] for ti in tis} == {queue}
+    assert {ti["hostname"] for ti in chunks} == nodes  # both workers ran chunk tasks, and no one else did
+    overlapping = [(a, b) for a, b in itertools.combinations(intervals, 2)
+                   if a[1] != b[1] and a[2] < b[3] and b[2] < a[3]]
+    assert overlapping, f"no two chunk tasks on different workers ran at the same time: {intervals}"
+    latest = json.loads(storage.read_bytes(f"{dest}/latest.json"))
+    assert latest["docs"] > 0 and storage.exists(f"{latest['uri']}/_COMPLETE")
+    for proc in af.procs.values():
         assert proc.poll() is not None and not group_alive(proc.pid)
 
 
