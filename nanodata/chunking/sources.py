@@ -235,8 +235,11 @@ def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int):
     file = storage.join_uri(root, rel)
     if size > max_file_bytes:
         return Problem(file, f"{size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped")
-    project = rel.split("/")[0] if "/" in rel else root_name
-    return SourceFile(gid, f"{root_name}/{rel}", project, rel, file=file, size=size)
+    project, _, inner = rel.partition("/")
+    if not inner:
+        project = root_name
+    # "project/path": a tree's own location never shows, so a moved tree gives the same docs
+    return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size)
 
 
 def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_bytes: int):

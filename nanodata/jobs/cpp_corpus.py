@@ -142,7 +142,7 @@ def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
         storage.write_file(store, join(stage, "units", _partition_name(partition["partition"]) + ".sqlite"))
         return tally.counts()
 
-    return {"key": ref["key"], "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
 
 
 def _index_path(stage: str, cache: Path | None = None) -> Path:
@@ -215,7 +215,7 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
         storage.write_file(out, join(stage, "docs", name + ".jsonl"))
         return {**tally.counts(), "groups": groups}
 
-    return {"key": ref["key"], "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
 
 
 def merge(stage: str, key: str) -> dict:

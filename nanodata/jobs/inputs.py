@@ -45,7 +45,8 @@ def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS) -> tupl
         if isinstance(rel, Problem):
             h.update(f"{rel}\n".encode())
             continue
-        h.update(f"{rel}\t{size}\t{storage.content_digest(join(root, rel))}\n".encode())
+        name = rel if "/" in rel else f"{root.rstrip('/').rsplit('/', 1)[-1]}/{rel}"  # as docs name it
+        h.update(f"{name}\t{size}\t{storage.content_digest(join(root, rel))}\n".encode())
         files += 1
         total += size
     return h.hexdigest(), files, total
@@ -73,7 +74,9 @@ def list_inputs(source: str) -> list[dict]:
 def build_key(inputs: list[dict], params: dict) -> str:
     """Same input contents and parameters, same key; anything else, a new key."""
     blob = json.dumps({"format": KEY_FORMAT, "params": params,
-                       "inputs": [(i["name"], i["kind"], i["hash"]) for i in inputs]}, sort_keys=True)
+                       # a tree's docs never name where it lies, so neither does the key
+                       "inputs": [(i["name"] if i["kind"] == "jsonl" else "", i["kind"], i["hash"]) for i in inputs]},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 

@@ -106,7 +106,7 @@ def test_project_walk_extensions_sizes_binaries_and_symlinks(tmp_path):
     os.symlink(root / "p" / "src" / "a.cpp", root / "p" / "again.cpp")  # inside: listed once
     summary = chunk_to_jsonl(tmp_path / "out.jsonl", project_dirs=[root], max_file_bytes=1000)
     sources = sorted(d["source"] for d in read_docs(tmp_path / "out.jsonl"))
-    assert sources == ["projects/p/src/B.HPP", "projects/p/src/a.cpp"]
+    assert sources == ["p/src/B.HPP", "p/src/a.cpp"]
     problems = "\n".join(summary["problems"])
     for words in ("escape.cpp: symlink points outside", "big.cc: 1424 bytes exceeds --max-file-bytes 1000",
                   "blob.h: binary file", "latin1.h:1: not UTF-8", "empty.h: empty file"):

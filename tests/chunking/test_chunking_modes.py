@@ -152,7 +152,7 @@ def test_cross_file_depth_and_uniqueness(layers, tmp_path):
 def test_project_mode_orders_projects_by_includes(tmp_path, cycle):
     root = write_projects(tmp_path / "projects", cycle=cycle)
     _, docs = _docs(tmp_path, "project", project_dirs=[root])
-    projects = list(dict.fromkeys(d["source"].split("/")[1] for d in docs))
+    projects = list(dict.fromkeys(d["source"].split("/")[0] for d in docs))
     assert projects == (["app", "core", "lib"] if cycle else ["core", "lib", "app"])
     (main,) = [d["text"] for d in docs if "int main()" in d["text"]]
     if cycle:  # app comes first, and the index grows project by project: lib is not visible yet

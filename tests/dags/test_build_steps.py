@@ -1,6 +1,7 @@
 """The DAG steps as plain functions (no Airflow): batching bounds, a local-path destination, idempotence."""
 
 import json
+from pathlib import Path
 
 from dag_data import write_cpp_source
 
@@ -18,33 +19,43 @@ def test_batches_cover_every_item_once_and_never_exceed_the_map_limit():
         assert max(b - a for a, b in bounds) - min(b - a for a, b in bounds) <= 1
 
 
-def test_plan_maps_at_most_1024_tasks_for_many_inputs(tmp_path):
+def _run_steps(src, dest, params, partition_mb=256):
+    """Every step of the DAG in order, as the DAG calls them; returns (plan result, chunk results, merged)."""
+    planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
+    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    for ref in planned["parse"]:
+        cpp_corpus.parse_batch(ref, **chunk_kw)
+    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
+    return planned, chunks, cpp_corpus.merge(planned["stage"], planned["key"])
+
+
+def test_plan_maps_at_most_1024_tasks_for_many_partitions(tmp_path):
     src = tmp_path / "many"
     src.mkdir()
     for i in range(1500):
         (src / f"part_{i:04d}.jsonl").write_text(json.dumps({"text": f"int f{i}() {{ return {i}; }}\n"}) + "\n")
-    refs = cpp_corpus.plan(str(src), str(tmp_path / "dest"), PARAMS)
+    planned = cpp_corpus.plan(str(src), str(tmp_path / "dest"), PARAMS, partition_mb=1e-6)  # a partition per input
+    refs = planned["chunk"]
     assert len(refs) == MAX_MAPPED_TASKS and [r["batch"] for r in refs] == list(range(MAX_MAPPED_TASKS))
-    listing = json.loads((tmp_path / "dest" / ".staging" / refs[0]["key"] / "inputs.json").read_text())
-    assert sum(b - a for a, b in listing["batches"]) == 1500 == len(listing["inputs"])
+    assert planned["parse"] == []  # basic mode: nothing to index
+    listing = json.loads((Path(planned["stage"]) / "plan.json").read_text())
+    assert listing["partitions"] == 1500 == sum(b - a for a, b in listing["batches"]) == len(listing["inputs"])
 
 
-def test_project_mode_chunks_the_whole_source_in_one_batch(tmp_path):
+def test_global_modes_parse_every_partition_first(tmp_path):
     src = write_cpp_source(tmp_path / "src")
-    assert len(cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "project"})) == 1
+    planned = cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "project"}, partition_mb=0.001)
+    assert len(planned["parse"]) == len(planned["chunk"]) >= 2
 
 
 def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
     src, dest = write_cpp_source(tmp_path / "src"), str(tmp_path / "dest")
-    refs = cpp_corpus.plan(str(src), dest, PARAMS)
-    key = refs[0]["key"]
-    chunks = [cpp_corpus.chunk_batch(dest, key, r["batch"], mode="basic", max_tokens=256, tokenizer="cl100k_base")
-              for r in refs]
-    merged = cpp_corpus.merge(dest, key)
+    planned, chunks, merged = _run_steps(src, dest, PARAMS)
+    key, stage = planned["key"], planned["stage"]
     assert merged["docs"] + merged["duplicates_dropped"] == sum(c["docs"] for c in chunks)
-    cpp_corpus.to_parquet(dest, key, rows_per_file=4, val_fraction=0.2)
-    assert cpp_corpus.upload(dest, key)["uploaded"] >= 4
-    info = cpp_corpus.publish(dest, key)
+    cpp_corpus.to_parquet(stage, key, rows_per_file=4, val_fraction=0.2)
+    assert cpp_corpus.upload(dest, stage, key)["uploaded"] >= 4
+    info = cpp_corpus.publish(dest, stage, key)
     report = cpp_corpus.report(dest, key)
     build = tmp_path / "dest" / "builds" / key
     assert (build / "_COMPLETE").is_file() and report == str(build / "report" / "index.html")
@@ -52,10 +63,11 @@ def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
 
     # every step again: each finds its output and does nothing
     mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "dest").rglob("*") if p.is_file()}
-    assert cpp_corpus.chunk_batch(dest, key, 0, mode="basic", max_tokens=256, tokenizer="cl100k_base") == chunks[0]
-    assert cpp_corpus.merge(dest, key) == merged
-    assert cpp_corpus.upload(dest, key)["uploaded"] == 0
-    assert cpp_corpus.publish(dest, key) == info and cpp_corpus.report(dest, key) == report
-    assert cpp_corpus.plan(str(src), dest, PARAMS) == []
+    ref = planned["chunk"][0]
+    assert cpp_corpus.chunk_batch(ref, mode="basic", max_tokens=256, tokenizer="cl100k_base") == chunks[0]
+    assert cpp_corpus.merge(stage, key) == merged
+    assert cpp_corpus.upload(dest, stage, key)["uploaded"] == 0
+    assert cpp_corpus.publish(dest, stage, key) == info and cpp_corpus.report(dest, key) == report
+    assert cpp_corpus.plan(str(src), dest, PARAMS) == {"key": key, "stage": stage, "parse": [], "chunk": []}
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "dest").rglob("*") if p.is_file()} == mtimes
-    assert [i["name"] for i in list_inputs(str(src))] == ["extra.jsonl", "projA/", "projB/"]
+    assert [(i["name"], i["kind"]) for i in list_inputs(str(src))] == [("extra.jsonl", "jsonl"), ("src/", "tree")]

@@ -29,8 +29,11 @@ def source(tmp_path_factory):
     return write_cpp_source(tmp_path_factory.mktemp("cpp") / "src")
 
 
+PARTITION_MB = 0.001  # ~1 KB partitions: the small source still spreads over several mapped tasks
+
+
 def conf(src, dest, **overrides):
-    return {"source": str(src), "destination": dest, **PARAMS, **overrides}
+    return {"source": str(src), "destination": dest, **PARAMS, "partition_mb": PARTITION_MB, **overrides}
 
 
 def read_json(uri):
@@ -49,8 +52,9 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     dag_run, dest, key = built
     assert dag_run.state == "success"
     states = task_states(dag_run)
-    assert states["chunk"] == ["success"] * 3  # extra.jsonl, projA/, projB/: one mapped task each
-    assert all(s == ["success"] for t, s in states.items() if t != "chunk")
+    assert len(states["chunk"]) >= 2 and set(states["chunk"]) == {"success"}  # one mapped task per partition
+    assert states["parse"] == ["skipped"]  # basic mode: nothing to index
+    assert all(s == ["success"] for t, s in states.items() if t not in ("chunk", "parse"))
     objects = bucket_snapshot(bucket)
     build = f"main/builds/{key}/"
     manifest = read_json(f"{dest}/builds/{key}/manifest.json")
@@ -170,31 +174,33 @@ def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, buck
 def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, source, monkeypatch):
     """A chunk task fails for good; the run fails with nothing published. Clearing the run redoes only
     the failed batch and leaves the same build as an uninterrupted run."""
-    import nanodata.chunking
+    from nanodata.chunking import partitions
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/clear"
-    real_chunk, chunked = nanodata.chunking.chunk_to_jsonl, []
+    real_items, chunked, failing = partitions.partition_items, [], []
 
-    def flaky_chunk(output, **kw):
-        chunked.append([*kw["inputs"], *kw["project_dirs"]])
-        if any(p.endswith("projB") for p in kw["project_dirs"]) and fail:
+    def flaky_items(partition, max_file_bytes):
+        chunked.append(partition["partition"])
+        files = [f[0] for piece in partition["pieces"] if piece["kind"] == "tree" for f in piece["files"]]
+        if any(f.startswith("projB/") for f in files) and fail:
+            failing.append(partition["partition"])
             raise MemoryError("worker killed")
-        return real_chunk(output, **kw)
+        return real_items(partition, max_file_bytes)
 
     fail = True
-    monkeypatch.setattr(nanodata.chunking, "chunk_to_jsonl", flaky_chunk)
+    monkeypatch.setattr(partitions, "partition_items", flaky_items)
     monkeypatch.setattr(dag.get_task("chunk"), "retries", 0)
     when = datetime(2026, 3, 1, tzinfo=timezone.utc)
     failed = dag.test(run_conf=conf(source, dest), logical_date=when, run_after=when)
     assert failed.state == "failed"
     states = task_states(failed)
-    assert sorted(states["chunk"]) == ["failed", "success", "success"] and states["merge"] == ["upstream_failed"]
+    assert states["chunk"].count("failed") == 1 and len(states["chunk"]) >= 2 and states["merge"] == ["upstream_failed"]
     assert not storage.exists(f"{dest}/builds/{key}/_COMPLETE") and not storage.exists(f"{dest}/latest.json")
 
     fail, chunked[:] = False, []
     rerun = dag.test(run_conf=conf(source, dest), logical_date=when, run_after=when)  # the same run, cleared
     assert rerun.run_id == failed.run_id and rerun.state == "success"
-    assert len(chunked) == 1 and chunked[0][0].endswith("projB")  # finished batches were not chunked again
+    assert len(failing) == 1 and chunked == failing  # finished partitions were not chunked again
     assert _manifest_digests(dest, key) == _manifest_digests(ref_dest, key)
-    assert cpp_corpus.publish(dest, key)["docs"] == read_json(f"{ref_dest}/latest.json")["docs"]
+    assert read_json(f"{dest}/latest.json")["docs"] == read_json(f"{ref_dest}/latest.json")["docs"]

@@ -277,7 +277,7 @@ class AirflowDeployment:
             if ti["state"] in ("failed", "upstream_failed") and ti["try_number"]:
                 r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}"
                                     f"/logs/{ti['try_number']}", params={"map_index": ti["map_index"]},
-                             headers={"Accept": "text/plain"})
+                             headers={"Accept": "application/x-ndjson"})  # one JSON event a line
                 lines.append(r.text[-4000:])
         return "\n".join(lines)
 

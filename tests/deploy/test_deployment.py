@@ -2,6 +2,7 @@
 api-server and triggerer processes (plus a Celery worker on the Redis broker with CeleryExecutor),
 the corpus DAG triggered through the REST API v2 with a conf, its output checked in the GCS emulator
 bucket, its Asset event in the API, and its report page fetched from the reports plugin over HTTP.
+With two Celery workers, the mapped chunk tasks of one build run on both at the same time.
 """
 
 import io
@@ -179,7 +180,7 @@ def test_mapped_chunks_of_one_build_run_at_once_on_two_celery_workers(metadata_d
             # partition_mb: the size of a work partition (Airflow also takes conf keys that are not Params)
             run_id = af.trigger(DAG_ID, {"source": str(source), "destination": dest, "mode": "basic",
                                          "max_tokens": 2048, "partition_mb": 1})
-            af.wait_for_run(DAG_ID, run_id, timeout=240)
+            af.wait_for_run(DAG_ID, run_id, timeout=180)
             tis = af.task_instances(DAG_ID, run_id)
             summary = af.task_summary(DAG_ID, run_id)
     finally:
@@ -189,6 +190,7 @@ def test_mapped_chunks_of_one_build_run_at_once_on_two_celery_workers(metadata_d
     intervals = [(ti["map_index"], ti["hostname"], datetime.fromisoformat(ti["start_date"]),
                   datetime.fromisoformat(ti["end_date"])) for ti in chunks if ti["start_date"] and ti["end_date"]]
     t0 = min((start for _, _, start, _ in intervals), default=None)
+    print(f"chunk tasks of {run_id}, seconds from {t0}:")
     for index, host, start, end in intervals:  # for the log
         print(f"chunk[{index}] on {host}: {(start - t0).total_seconds():6.2f}s .. {(end - t0).total_seconds():6.2f}s"
               f" ({(end - start).total_seconds():.2f}s)")
