@@ -505,6 +505,15 @@ def open_decompressed(uri: str | os.PathLike):
     return raw
 
 
+def decompression_errors() -> tuple[type, ...]:
+    """What reading a corrupt or truncated .gz / .zst raises."""
+    import zlib
+
+    import zstandard
+
+    return OSError, EOFError, zlib.error, zstandard.ZstdError
+
+
 def content_digest(uri: str | os.PathLike) -> str:
     """A content hash read in a stream: sha256 of a local file; size:crc32c GCS keeps for an object (no download)."""
     uri = os.fspath(uri)

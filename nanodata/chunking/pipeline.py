@@ -45,6 +45,7 @@ WINDOW = 16            # items in flight per worker
 PROBLEMS_KEPT = 100
 PICKLE = pickle.HIGHEST_PROTOCOL
 DEFAULT_PARTITION_MB = 256
+MERGE_BATCH = 256   # docs handed to the writer at a time
 
 _state: dict = {}   # per process: the run's settings, its Counter and (emit) the GlobalIndex
 
@@ -257,13 +258,17 @@ def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_par
     for i, (_, _, path, start, stop) in enumerate(ranges):
         with open_part(path) as f:
             f.seek(start)
-            left = stop - start
+            left, batch = stop - start, []
             while left > 0:
-                lines = f.readlines(min(left, 1 << 20))
-                if not lines:
+                line = f.readline(left)  # never past the range: the next group may belong later
+                if not line:
                     raise NanodataError(f"{path}: staged docs end before byte {stop}")
-                left -= sum(len(line) for line in lines)
-                writer.write([doc_from_line(line) for line in lines])
+                left -= len(line)
+                batch.append(doc_from_line(line))
+                if len(batch) >= MERGE_BATCH:
+                    writer.write(batch)
+                    batch = []
+            writer.write(batch)
         if release is not None and last_use[path] == i:
             release(path)
 

@@ -141,7 +141,7 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int, *, display: str | 
                 item = _record(raw, where, name, number, gid_of(input_no, number), max_file_bytes)
                 if item is not None:
                     yield item
-        except (OSError, EOFError) as exc:  # a corrupt or truncated .gz / .zst
+        except storage.decompression_errors() as exc:  # a corrupt or truncated .gz / .zst
             yield Problem(f"{display}:{number + 1}", f"cannot decompress: {exc}")
             return
     if start == 0 and first_line == 1 and number == 0:
