@@ -35,6 +35,18 @@ def write_cpp_source(root: Path) -> Path:
     return root
 
 
+def run_steps(src, dest: str, params: dict, partition_mb: float = 256):
+    """Every chunking step of the DAG in order, as its tasks call them: (plan result, chunk results, merged)."""
+    from nanodata.jobs import cpp_corpus
+
+    planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
+    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    for ref in planned["parse"]:
+        cpp_corpus.parse_batch(ref, **chunk_kw)
+    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
+    return planned, chunks, cpp_corpus.merge(planned["stage"], planned["key"])
+
+
 def bucket_snapshot(bucket: str) -> dict[str, tuple]:
     """{object name: (generation, crc32c)}: any write, even of identical bytes, changes the generation."""
     from nanodata.storage import gcs_client

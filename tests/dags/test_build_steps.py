@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from dag_data import write_cpp_source
+from dag_data import run_steps, write_cpp_source
 
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
@@ -17,16 +17,6 @@ def test_batches_cover_every_item_once_and_never_exceed_the_map_limit():
         assert len(bounds) == min(n, MAX_MAPPED_TASKS)
         assert [i for a, b in bounds for i in range(a, b)] == list(range(n))
         assert max(b - a for a, b in bounds) - min(b - a for a, b in bounds) <= 1
-
-
-def _run_steps(src, dest, params, partition_mb=256):
-    """Every step of the DAG in order, as the DAG calls them; returns (plan result, chunk results, merged)."""
-    planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
-    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
-    for ref in planned["parse"]:
-        cpp_corpus.parse_batch(ref, **chunk_kw)
-    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
-    return planned, chunks, cpp_corpus.merge(planned["stage"], planned["key"])
 
 
 def test_plan_maps_at_most_1024_tasks_for_many_partitions(tmp_path):
@@ -50,7 +40,7 @@ def test_global_modes_parse_every_partition_first(tmp_path):
 
 def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
     src, dest = write_cpp_source(tmp_path / "src"), str(tmp_path / "dest")
-    planned, chunks, merged = _run_steps(src, dest, PARAMS)
+    planned, chunks, merged = run_steps(src, dest, PARAMS)
     key, stage = planned["key"], planned["stage"]
     assert merged["docs"] + merged["duplicates_dropped"] == sum(c["docs"] for c in chunks)
     cpp_corpus.to_parquet(stage, key, rows_per_file=4, val_fraction=0.2)
