@@ -122,13 +122,14 @@ def nanodata_cpp_corpus():
 
         info = cpp_corpus.publish(params["destination"], uploaded["stage"], uploaded["key"])
         outlet_events[CPP_CORPUS].extra = info
-        return info
+        return {**info, "stage": uploaded["stage"]}
 
     @task
     def report(published: dict, params=None) -> str:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.report(params["destination"], published["key"], tokenizer=params["tokenizer"])
+        return cpp_corpus.report(params["destination"], published["key"], tokenizer=params["tokenizer"],
+                                 stage=published["stage"])
 
     planned = plan()
     indexed = index(planned)

@@ -110,8 +110,8 @@ def _manifest_summary(manifest: dict | None) -> dict | None:
             "bad_lines": manifest.get("bad_lines"), "created_by": manifest.get("created_by")}
 
 
-def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base") -> dict:
-    """The report's data (what report.json holds)."""
+def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None) -> dict:
+    """The report's data (what report.json holds); `partitions`: the build's per-partition counts, if known."""
     build_dir = Path(build_dir)
     if not build_dir.is_dir():
         raise NanodataError(f"build dir {build_dir} does not exist")
@@ -146,6 +146,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base") -
         "shards": shards,
         "crop_fraction": _crop_fractions(train_cat),
         "crop_docs": int(min(train_cat.size, MAX_CROP_DOCS)),
+        "partitions": partitions or [],
     }
 
 
@@ -183,6 +184,12 @@ def render_html(report: dict) -> str:
     shards = "".join(f"<tr><td>{escape(s['name'])}</td><td>{s['split']}</td><td>{s['rows']}</td>"
                      f"<td>{s['tokens']}</td><td>{s['bytes']}</td></tr>" for s in report["shards"])
     plots = "".join(f'<figure><img src="{name}" alt="{escape(title)}"></figure>' for name, title in PLOTS.items())
+    columns = ("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs", "tokens", "seconds",
+               "mb_per_s")
+    partitions = ("<h2>Partitions</h2><p>Chunked per partition (docs and tokens before duplicates were dropped)</p>"
+                  "<table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
+                  + "".join("<tr>" + "".join(f"<td>{escape(str(p.get(c, '')))}</td>" for c in columns) + "</tr>"
+                            for p in report.get("partitions", [])) + "</table>") if report.get("partitions") else ""
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>nanodata build report</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;margin-bottom:1em}}
@@ -196,18 +203,19 @@ th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left}} figure{{display:i
 {plots}
 <h2>Shards</h2>
 <table><tr><th>name</th><th>split</th><th>rows</th><th>tokens</th><th>bytes</th></tr>{shards}</table>
+{partitions}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """
 
 
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
-                 tokenizer: str = "cl100k_base") -> Path:
+                 tokenizer: str = "cl100k_base", partitions: list | None = None) -> Path:
     """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
 
     Every file is written to a temp name and renamed. Returns the path of index.html.
     """
-    report = build_report(build_dir, tokenizer)
+    report = build_report(build_dir, tokenizer, partitions)
     out = Path(out_dir) if out_dir is not None else Path(build_dir) / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     for name, svg in render_plots(report).items():

@@ -311,18 +311,20 @@ def publish(dest: str, stage: str, key: str) -> dict:
     return info
 
 
-def report(dest: str, key: str, tokenizer: str = "cl100k_base") -> str:
-    """Write the build report next to the shards (builds/<key>/report/); returns its index.html URI."""
+def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | None = None) -> str:
+    """Write the build report next to the shards (builds/<key>/report/); returns its index.html URI.
+    With the build's stage, the report also shows what each partition's chunk task counted."""
     from nanodata.report import INDEX_HTML, PLOTS, REPORT_DIR, REPORT_JSON, write_report
 
     target = build_uri(dest, key)
     report_uri = join(target, REPORT_DIR)
     if all(storage.exists(join(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
         return join(report_uri, INDEX_HTML)
+    partitions = ((read_json(join(stage, "merged", SUMMARY)) or {}).get("partitions") if stage else None)
     if not is_gcs(target):
-        return str(write_report(target, tokenizer=tokenizer))
+        return str(write_report(target, tokenizer=tokenizer, partitions=partitions))
     with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
         local = fetch_dir(target, Path(tmp) / "build")
-        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer)
+        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions)
         put_dir(index.parent, report_uri)
     return join(report_uri, INDEX_HTML)

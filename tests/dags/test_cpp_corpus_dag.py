@@ -67,7 +67,10 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     latest = read_json(f"{dest}/latest.json")
     assert latest["key"] == key and latest["uri"] == f"{dest}/builds/{key}" and latest["docs"] == manifest["total_rows"]
     assert latest["duplicates_dropped"] >= 1  # extra.jsonl repeats projA/util.h
-    assert storage.exists(f"{dest}/builds/{key}/report/index.html")
+    report = read_json(f"{dest}/builds/{key}/report/report.json")
+    assert len(report["partitions"]) == len(task_states(dag_run)["chunk"])  # one row per partition (one task each)
+    assert sum(p["files_read"] for p in report["partitions"]) == 7
+    assert "<h2>Partitions</h2>" in storage.read_bytes(f"{dest}/builds/{key}/report/index.html").decode()
 
 
 def test_build_docs_come_from_every_input(built, tmp_path):
