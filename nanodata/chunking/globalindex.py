@@ -205,9 +205,6 @@ class GlobalIndex:
         self._unique: dict = {}
         self._units: dict = {}
 
-    def project_ranks(self) -> dict[str, int]:
-        return dict(self.db.execute("SELECT name, rank FROM projects"))
-
     def unique(self, kind: str, name: str, rank: int):
         key = (kind, name)
         if key not in self._unique:
