@@ -15,9 +15,8 @@ re-running any step, or the whole build, redoes nothing that finished.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -155,9 +154,10 @@ def _index_path(stage: str, cache: Path | None = None) -> Path:
 
     cache = cache or Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(uri.encode()).hexdigest()[:16]
     local = cache / "index.sqlite"
-    if not local.is_file():
+    if not local.is_file():  # tasks running side by side each download to their own name; the last rename wins
         cache.mkdir(parents=True, exist_ok=True)
-        storage.local_copy(uri, local)
+        mine = storage.local_copy(uri, cache / f"index-{os.getpid()}.sqlite")
+        os.replace(mine, local)
     return local
 
 

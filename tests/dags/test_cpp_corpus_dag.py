@@ -8,7 +8,6 @@ import pytest
 from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_source, xcom_sizes
 
 from nanodata import storage
-from nanodata.jobs import cpp_corpus
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.2}

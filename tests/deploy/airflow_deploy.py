@@ -91,6 +91,9 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+        # a task supervisor polls this often (up to 5 s by default) and can notice only then that its finished
+        # task's process exited: meanwhile the task holds its worker slot (a Celery one too) for nothing
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
         "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + db_url,
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
