@@ -25,7 +25,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 lock: $(STAMP)
-	{ sed -n '1,2p' requirements.lock; $(PY) -m pip freeze --exclude-editable | grep -v '^nanodata'; } > requirements.lock.tmp
+	{ sed -n '1,2p' requirements.lock; $(PY) -m pip freeze --exclude-editable | grep -v '^nanodata' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; } > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.lock
 
 clean:
