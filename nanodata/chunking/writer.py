@@ -2,7 +2,12 @@
 
 A fresh output is written to OUTPUT.tmp and renamed into place; appending (for a parquet
 writer tailing a growing file) writes whole lines only. Either way `OUTPUT.done` (the run's
-summary as JSON) appears last, so a reader knows the file is complete.
+summary as JSON) appears last, so a reader knows the file is complete; an appending run removes
+it before its first write, so a tailing reader never takes the previous run's marker for this one's.
+
+Appending is crash-idempotent: the run first records where OUTPUT ended (OUTPUT.append, fsynced);
+a re-run that finds that record (the previous append was killed) cuts OUTPUT back there first, so
+it ends with exactly the bytes one uninterrupted append gives. The record goes after the .done marker.
 
 The set of texts already written is a table on disk (SQLite, keyed by a 16-byte digest), not a
 Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc in memory.
@@ -62,9 +67,28 @@ class JsonlWriter:
         self.append = append
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self.path = self.output if append else self.output.with_name(self.output.name + ".tmp")
+        self.resume = self.output.with_name(self.output.name + ".append")
+        if append:
+            self._start_append()
         self.file = open(self.path, "a" if append else "w", encoding="utf-8")
         self.seen = SeenTexts(self.output.parent)
         self.docs = self.tokens = self.split = self.duplicates = 0
+
+    def _start_append(self) -> None:
+        self.done.unlink(missing_ok=True)
+        if self.resume.exists():  # a killed append: drop what it wrote
+            start = json.loads(self.resume.read_text())["offset"]
+            with open(self.output, "r+b") as f:
+                f.truncate(start)
+                os.fsync(f.fileno())
+            return
+        start = self.output.stat().st_size if self.output.exists() else 0
+        tmp = self.resume.with_name(self.resume.name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(json.dumps({"offset": start}))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.resume)
 
     def write(self, docs: list[Doc]) -> None:
         lines = []
@@ -92,6 +116,7 @@ class JsonlWriter:
         tmp = self.done.with_name(self.done.name + ".tmp")
         tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.done)
+        self.resume.unlink(missing_ok=True)
 
     def abort(self) -> None:
         self.file.close()

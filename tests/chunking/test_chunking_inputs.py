@@ -125,6 +125,53 @@ def test_append_mode_and_done_marker(tmp_path):
     assert done["docs"] == summary["docs"] == 1
 
 
+def test_append_removes_the_previous_done_marker_before_its_first_write(tmp_path, monkeypatch):
+    from nanodata.chunking import writer
+
+    out = tmp_path / "stream.jsonl"
+    chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])
+    seen_markers = []
+    real_write = writer.JsonlWriter.write
+
+    def spy(self, docs):
+        seen_markers.append(self.done.exists())
+        return real_write(self, docs)
+
+    monkeypatch.setattr(writer.JsonlWriter, "write", spy)
+    chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in2.jsonl", ["int z() { return 9; }"])], append=True)
+    assert seen_markers and not any(seen_markers)  # a --follow reader cannot stop on the old marker
+    assert out.with_name("stream.jsonl.done").exists()
+
+
+def test_killed_append_rerun_writes_what_one_clean_append_writes(tmp_path):
+    """kill -9 an appending run mid-way (after some docs are on disk); the re-run leaves no duplicates."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    texts = [f"int f{i}(int v) {{ return v * {i}; }}\n" * 3 for i in range(4000)]
+    src = write_jsonl(tmp_path / "in.jsonl", texts)
+    base = write_jsonl(tmp_path / "base.jsonl", [GOOD])
+    clean, crashed = tmp_path / "clean.jsonl", tmp_path / "crashed.jsonl"
+    for out in (clean, crashed):
+        chunk_to_jsonl(out, inputs=[base])
+    chunk_to_jsonl(clean, inputs=[src], append=True)
+    before = crashed.stat().st_size
+    cmd = [sys.executable, "-m", "nanodata.cli", "chunk", "--inputs", str(src), "--output", str(crashed),
+           "--append", "--no-progress"]
+    proc = subprocess.Popen(cmd)
+    deadline = time.monotonic() + 60
+    while crashed.stat().st_size < before + 20_000 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert before < crashed.stat().st_size < clean.stat().st_size  # killed half-way through its append
+    assert subprocess.run(cmd).returncode == 0
+    assert crashed.read_bytes() == clean.read_bytes()
+    assert not crashed.with_name("crashed.jsonl.append").exists()
+
+
 def test_exact_duplicates_dropped(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [GOOD, "int h() { return 2; }", GOOD])
     summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[src])
