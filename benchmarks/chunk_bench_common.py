@@ -157,8 +157,8 @@ CHILD_PRELUDE = textwrap.dedent("""
 def watch(argv: list[str], env: dict | None = None) -> dict:
     """Run argv (a Python child ending with _report) and watch its process tree until it exits.
 
-    Returns seconds (wall), tree_peak_mb (the peak over time of the sum of VmHWM over the processes
-    alive at that moment), proc_peak_mb (largest VmHWM of any one process), root_mb (the child's own
+    Returns seconds (wall), cpu_s (user + system seconds of the child and its workers), tree_peak_mb
+    (the peak over time of the sum of VmHWM over the processes alive at that moment), proc_peak_mb (largest VmHWM of any one process), root_mb (the child's own
     VmHWM, exact: it reports it), workers (how many processes below it were seen), pss_peak_mb (the
     peak of the sampled sum of Pss, shared pages counted once), and the child's result."""
     env = dict(os.environ, TQDM_DISABLE="1", **(env or {}))
@@ -167,7 +167,13 @@ def watch(argv: list[str], env: dict | None = None) -> dict:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
         seen: dict[int, int] = {}
         tree_peak = pss_peak = polls = 0
-        while proc.poll() is None:
+        while True:
+            # wait4, not Popen.poll: its rusage holds the CPU time of the child and of every process it
+            # waited for (its pool workers), a figure other jobs on the machine do not inflate
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                break
             tree = _descendants(proc.pid)
             alive = 0
             for pid in tree:
@@ -190,7 +196,7 @@ def watch(argv: list[str], env: dict | None = None) -> dict:
     root_kb = max(report["vmhwm_kb"], seen.get(proc.pid, 0))
     # the root's last reading may predate its exit by a poll: add what it grew since (conservative)
     tree_peak = max(tree_peak + root_kb - seen.get(proc.pid, root_kb), root_kb)
-    return {"seconds": seconds, "tree_peak_mb": tree_peak / 1024,
+    return {"seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime, "tree_peak_mb": tree_peak / 1024,
             "proc_peak_mb": max([root_kb, *seen.values()]) / 1024, "root_mb": root_kb / 1024,
             "workers": len(seen) - 1 if proc.pid in seen else len(seen),
             "worker_peak_mb": max([kb for pid, kb in seen.items() if pid != proc.pid] or [0]) / 1024,

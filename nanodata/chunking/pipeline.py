@@ -313,6 +313,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
         raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
     if partition_mb <= 0:
         raise NanodataError(f"--partition-mb {partition_mb}: must be > 0")
+    if Path(output).is_dir():
+        raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
     started = time.perf_counter()
     extensions = tuple(e.lower() for e in extensions)
     items = input_items(inputs, project_dirs, extensions, max_file_bytes)

@@ -192,3 +192,9 @@ def test_cli_runs_and_reports(tmp_path, capsys):
     assert "--max-tokens 8: must be at least 16" in capsys.readouterr().err
     assert main(["chunk", "--project-dirs", str(tmp_path / "nope"), "--output", str(out), "--no-progress"]) == 2
     assert "project directory does not exist" in capsys.readouterr().err
+
+
+def test_output_naming_a_directory_fails_before_any_work(tmp_path):
+    with pytest.raises(NanodataError, match=r"--output .*: is a directory"):
+        chunk_to_jsonl(tmp_path, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
