@@ -31,7 +31,7 @@ from nanodata import __version__
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
 from nanodata.jsonl import SCHEMA, line_bounds, parse_block, read_blocks
-from nanodata.storage import crc32c_of_file
+from nanodata.files import file_digest
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def file_digests(path: Path) -> dict:
     with open(path, "rb") as f:
         while block := f.read(1 << 20):
             sha.update(block)
-    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest(), "crc32c": crc32c_of_file(path)}
+    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest(), "crc32c": file_digest(path, "crc32c")}
 
 
 def fsync_write(path: Path, data: bytes) -> None:

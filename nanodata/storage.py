@@ -13,8 +13,6 @@ Writers' work files (`*.tmp`, `_*` such as `_progress.json`; `_COMPLETE` excepte
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import json
 import logging
@@ -27,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import google_crc32c
 
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
+from nanodata.files import atomic_output, atomic_write, commit, disk_errors, file_digest, temp_name
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +45,6 @@ class Entry:
 
 
 # ---------------------------------------------------------------- checksums and names
-
-def crc32c_of_file(path: str | os.PathLike) -> str:
-    checksum = google_crc32c.Checksum()
-    with open(path, "rb") as f:
-        while block := f.read(COPY_BLOCK):
-            checksum.update(block)
-    return base64.b64encode(checksum.digest()).decode()
-
 
 def is_synced_name(name: str) -> bool:
     """Finished corpus files only: writers' temp and work files stay where they are."""
@@ -168,7 +158,7 @@ class LocalSide:
         st = path.stat()  # crc cached by (path, size, mtime) so a watch loop does not re-read every shard
         key = (str(path), st.st_size, st.st_mtime_ns)
         if key not in self._crc_cache:
-            self._crc_cache[key] = crc32c_of_file(path)
+            self._crc_cache[key] = file_digest(path, "crc32c")
         return Entry(st.st_size, self._crc_cache[key])
 
     def read_into(self, name: str, fileobj) -> None:
@@ -179,14 +169,14 @@ class LocalSide:
         """fill(fileobj) writes the bytes to `name.tmp`; renamed into place only if the crc32c matches."""
         path = self.path(safe_relative_name(name, self.uri))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = temp_name(path)
         try:
-            with open(tmp, "wb") as f:
+            with disk_errors(path), open(tmp, "wb") as f:
                 fill(f)
-            got = crc32c_of_file(tmp)
+            got = file_digest(tmp, "crc32c")
             if got != expected.crc32c:
                 raise CorruptTransfer(f"{name}: crc32c {got} after transfer, source says {expected.crc32c}")
-            os.replace(tmp, path)
+            commit(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)  # a failed attempt leaves nothing behind
 
@@ -518,11 +508,7 @@ def content_digest(uri: str | os.PathLike) -> str:
     """A content hash read in a stream: sha256 of a local file; size:crc32c GCS keeps for an object (no download)."""
     uri = os.fspath(uri)
     if parse_gs(uri) is None:
-        h = hashlib.sha256()
-        with open_read(uri) as f:
-            while block := f.read(COPY_BLOCK):
-                h.update(block)
-        return h.hexdigest()
+        return file_digest(uri)
     from google.api_core.exceptions import NotFound
 
     side, name = _split(uri)
@@ -538,11 +524,7 @@ def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
     """Write a small object whole (local: temp file + rename)."""
     side, name = _split(uri)
     if isinstance(side, LocalSide):
-        path = side.path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        atomic_write(side.path(name), data)
         return
     with_retries(lambda: side.blob(name).upload_from_string(data, checksum="crc32c", retry=None, timeout=TIMEOUT),
                  f"write {uri}")
@@ -552,15 +534,10 @@ def write_file(path: str | os.PathLike, uri: str | os.PathLike) -> None:
     """Copy a local file to a local path (temp + fsync + rename) or a gs:// object (crc32c-checked, retried)."""
     side, name = _split(uri)
     if isinstance(side, LocalSide):
-        target = side.path(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.copyfile(path, tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        with open(path, "rb") as src, atomic_output(side.path(name)) as dst:
+            shutil.copyfileobj(src, dst, COPY_BLOCK)
         return
-    entry = Entry(os.path.getsize(path), crc32c_of_file(path))
+    entry = Entry(os.path.getsize(path), file_digest(path, "crc32c"))
     with_retries(lambda: side.send(name, Path(path), entry), f"upload {uri}")
 
 

@@ -13,7 +13,7 @@ from nanodata import dataset
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
 from nanodata.parquet import jsonl_to_parquet
-from nanodata.storage import crc32c_of_file
+from nanodata.files import file_digest
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_manifest_matches_files_and_contract(tmp_path, jsonl):
         assert entry["rows"] == pq.ParquetFile(path).metadata.num_rows == len(rows[entry["name"]])
         assert entry["bytes"] == path.stat().st_size
         assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-        assert entry["crc32c"] == crc32c_of_file(path)
+        assert entry["crc32c"] == file_digest(path, "crc32c")
     for entry in manifest["shards"]:
         assert entry["tokens"] == sum(r["n_tokens"] for r in rows[entry["name"]])
     assert set(manifest["val"]) == {"name", "rows", "bytes", "sha256", "crc32c"}

@@ -10,6 +10,7 @@ from google.cloud import storage as gcs
 from nanodata import storage
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
+from nanodata.files import file_digest
 
 
 def make_source(root, n=12, size=3000, seed=0, manifest=True, complete=True):
@@ -51,7 +52,7 @@ def test_upload_then_second_run_sends_nothing(tmp_path, gcs_bucket):
     remote = blobs(gcs_bucket, "corpus")
     assert sorted(remote) == names
     for name, blob in remote.items():  # the server's checksum of what it stored
-        assert blob.crc32c == storage.crc32c_of_file(src / name) and blob.size == (src / name).stat().st_size
+        assert blob.crc32c == file_digest(src / name, "crc32c") and blob.size == (src / name).stat().st_size
 
     second = storage.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
     assert (second["uploaded"], second["bytes"], second["skipped"], second["failed"]) == (0, 0, len(names), 0)

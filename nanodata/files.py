@@ -1,0 +1,102 @@
+"""Local file primitives every writer shares: whole-or-nothing writes, streamed digests, a plain disk-full error.
+
+A file that must never be seen half-written goes through `atomic_output` (or `atomic_write` for bytes in
+hand, `commit` for a temp file another library wrote): the bytes land in `NAME.tmp` in the same directory,
+are fsynced, renamed over NAME, and the directory is fsynced so the rename itself survives a power cut.
+A failed write removes its temp file; NAME keeps its old bytes or stays absent.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import hashlib
+import os
+from pathlib import Path
+
+import google_crc32c
+
+from nanodata.errors import NanodataError
+
+BLOCK = 1 << 20
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def temp_name(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".tmp")
+
+
+def fsync_dir(directory: str | os.PathLike) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Make a finished temp file the file `path`: fsync it, rename it over path, fsync the directory."""
+    with disk_errors(path):
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(Path(path).parent)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "wb", **open_args):
+    """`with atomic_output(p) as f: f.write(...)`: p appears whole when the block ends, or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        with disk_errors(path):
+            with open(tmp, mode, **open_args) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
+    with atomic_output(path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in FULL
+
+
+def disk_full_error(path: str | os.PathLike) -> NanodataError:
+    return NanodataError(f"{path}: cannot write: no space left on the device; free space and re-run "
+                         f"(finished files are kept, nothing partial is left)")
+
+
+@contextlib.contextmanager
+def disk_errors(path: str | os.PathLike):
+    """Turn 'no space left' (ENOSPC, quota, file too large) while writing `path` into one plain line."""
+    try:
+        yield
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(path) from None
+        raise
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Streamed digest of a local file: hex for hashlib algorithms, base64 for 'crc32c' (as GCS reports it)."""
+    if algorithm == "crc32c":
+        checksum = google_crc32c.Checksum()
+        update, finish = checksum.update, lambda: base64.b64encode(checksum.digest()).decode()
+    else:
+        h = hashlib.new(algorithm)
+        update, finish = h.update, h.hexdigest
+    with open(path, "rb") as f:
+        while block := f.read(BLOCK):
+            update(block)
+    return finish()
