@@ -12,15 +12,17 @@ The figure held against the goals is the peak over time of the SUM of VmHWM over
 tree alive at that moment: a worker's memory is in addition to its parent's, so a max would
 understate what the machine must hold; VmHWM never decreases, so the sum never under-reports. It
 over-reports: forked workers share the parent's pages (tokenizer tables, interpreter) copy-on-write
-and VmHWM counts them in each. So the sampled peak of the summed Pss (shared pages divided among
-their sharers: what a cgroup / pod limit sees) is printed next to it, and the largest single
-process. A DAG task is one process (mapped tasks run with one worker): its own VmHWM, exact.
+and VmHWM counts them in each. So the sampled peak (every 100 ms) of the summed Pss (each shared page
+divided among its sharers: the tree's own resident memory, close to what a cgroup / pod limit charges)
+is printed next to it, and the largest single process. A DAG task is one process (mapped tasks run
+with one worker): its own VmHWM, exact.
 
 Corpora (chunk_bench_common): JSONL records of the headers under /usr/include (libstdc++, glibc, LLVM,
 V8/node, Linux UAPI ...), shuffled, cycled with per-copy marks so dedupe keeps copies; project trees
 of distinct headers. Sizes are cut to keep the run to a few minutes on 2 cores; the DAG tasks run at
-partition_mb = DAG_PARTITION_MB (the default is 256 MB, but one basic task of that size alone takes
-~4 min on one core here; per (a)/(b) memory is flat in the input once the caches are full): chunk_batch
+partition_mb = DAG_PARTITION_MB (the default is 256 MB, but at ~2 MB/s per core one basic and one
+compilable chain of that size take 2-4 min alone; per (a)/(b) memory is flat in the input once the
+caches are full): chunk_batch
 of partition 0 of the large JSONL, and plan, parse_batch, index, chunk_batch over a ~48 MB tree; the
 basic and the compilable chains run side by side (one core each).
 """
@@ -36,8 +38,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chunk_bench_common import (CHILD_PRELUDE, params_for, step_argv, watch, write_jsonl,  # noqa: E402
-                                write_tree)
+from chunk_bench_common import (
+    CHILD_PRELUDE,
+    params_for,
+    step_argv,
+    watch,
+    write_jsonl,
+    write_tree,
+)
 
 JSONL_MB = (24, 96)            # basic over JSONL: small, large (4x)
 # compilable over a project tree: small, large (4x). Below ~2,000 files (~30 MB) memory still rises
@@ -83,10 +91,11 @@ def report_case(name: str, small: dict, large: dict, small_what: str, large_what
               f"{m['worker_peak_mb']:.0f} MB; summed Pss peak (shared pages once, sampled) {m['pss_peak_mb']:.0f} MB")
     for label, m in (("small", small), ("large", large)):
         r = m["result"]
+        mb, cpu = r["bytes_read"] / 1e6, m["cpu_s"]
         print(f"{name} throughput {label}: {r['mb_per_s']:.2f} MB/s, {r['files_per_s']:.0f} files/s wall "
-              f"({r['files_per_s'] / WORKERS:.0f} files/s per worker); per CPU-second {r['bytes_read'] / 1e6 / m['cpu_s']:.2f} "
-              f"MB, {r['files_read'] / m['cpu_s']:.0f} files | {r['files_read']} files, {r['bytes_read'] / 1e6:.1f} MB "
-              f"-> {r['docs']} docs ({r['duplicates_dropped']} duplicates dropped) in {r['seconds']:.1f} s | {reference(r)}")
+              f"({r['files_per_s'] / WORKERS:.0f} files/s per worker); per CPU-second {mb / cpu:.2f} MB, "
+              f"{r['files_read'] / cpu:.0f} files | {r['files_read']} files, {mb:.1f} MB -> {r['docs']} docs "
+              f"({r['duplicates_dropped']} duplicates dropped) in {r['seconds']:.1f} s | {reference(r)}")
 
 
 def dag_chain(name: str, source: Path, dest: Path, mode: str, out: dict) -> None:
@@ -105,7 +114,7 @@ def dag_chain(name: str, source: Path, dest: Path, mode: str, out: dict) -> None
             steps.append(("index", watch(step_argv("index", planned, params))))
         steps.append(("chunk_batch", watch(step_argv("chunk_batch", planned["chunk"][0], params))))
         out[name] = (planned, steps)
-    except BaseException as exc:  # reported by the caller
+    except Exception as exc:  # noqa: BLE001 - reported by the caller, after the other chain
         out[name] = exc
 
 
@@ -145,16 +154,31 @@ def main() -> None:
               f"{' / '.join(f'{n} files ({b / 1e6:.1f} MB)' for _, n, b in trees)}; from /usr/include; "
               f"{os.cpu_count()} cores, --workers {WORKERS}, --max-tokens 2048")
 
-        basic = [run_cli(["--inputs", str(p), "--mode", "basic"], tmp / f"basic{i}.jsonl")
-                 for i, (p, _) in enumerate(jsonl)]
-        report_case("chunk CLI basic (JSONL)", *basic, f"{_mb(jsonl[0][0]):.0f} MB JSONL",
-                    f"{_mb(jsonl[1][0]):.0f} MB JSONL",
-                    lambda r: f"reference: published Python chunker ~{PYTHON_FILES_PER_S} files/s on one machine")
-        compilable = [run_cli(["--project-dirs", str(root), "--mode", "compilable"], tmp / f"compilable{i}.jsonl")
-                      for i, (root, _, _) in enumerate(trees)]
-        report_case("chunk CLI compilable (tree)", *compilable, f"{trees[0][1]} files", f"{trees[1][1]} files",
-                    lambda r: f"reference: published Rust chunker {RUST_FILES_PER_S_PER_CORE} files/s per core, "
-                              f"ratio per worker {r['files_per_s'] / WORKERS / RUST_FILES_PER_S_PER_CORE:.2f}")
+        failed = []  # a case that fails is reported and the others still run; main() raises at the end
+
+        def case(name, run):
+            try:
+                run()
+            except Exception as exc:  # noqa: BLE001 - one failing case must not hide the others' figures
+                print(f"{name}: FAILED: {type(exc).__name__}: {str(exc)[-1500:]}", flush=True)
+                failed.append(name)
+
+        def basic_case():
+            basic = [run_cli(["--inputs", str(p), "--mode", "basic"], tmp / f"basic{i}.jsonl")
+                     for i, (p, _) in enumerate(jsonl)]
+            report_case("chunk CLI basic (JSONL)", *basic, f"{_mb(jsonl[0][0]):.0f} MB JSONL",
+                        f"{_mb(jsonl[1][0]):.0f} MB JSONL",
+                        lambda r: f"reference: published Python chunker ~{PYTHON_FILES_PER_S} files/s on one machine")
+
+        def compilable_case():
+            compilable = [run_cli(["--project-dirs", str(root), "--mode", "compilable"], tmp / f"compilable{i}.jsonl")
+                          for i, (root, _, _) in enumerate(trees)]
+            report_case("chunk CLI compilable (tree)", *compilable, f"{trees[0][1]} files", f"{trees[1][1]} files",
+                        lambda r: f"reference: published Rust chunker {RUST_FILES_PER_S_PER_CORE} files/s per core, "
+                                  f"ratio per worker {r['files_per_s'] / WORKERS / RUST_FILES_PER_S_PER_CORE:.2f}")
+
+        case("chunk CLI basic (JSONL)", basic_case)
+        case("chunk CLI compilable (tree)", compilable_case)
 
         # (c) DAG tasks (the large JSONL; a tree of ~one partition), two chains side by side, one process a task
         out: dict = {}
@@ -166,11 +190,16 @@ def main() -> None:
         for t in chains:
             t.join()
         for name in ("basic", "compilable"):
-            if isinstance(out[name], BaseException):
-                raise out[name]
-            report_dag(name, *out[name])
+            if isinstance(out[name], Exception):
+                exc = out[name]
+                print(f"DAG tasks {name}: FAILED: {type(exc).__name__}: {str(exc)[-1500:]}", flush=True)
+                failed.append(f"DAG tasks {name}")
+            else:
+                report_dag(name, *out[name])
     print(f"(bench_chunk_memory ran {time.perf_counter() - started:.0f} s; load average now "
           f"{os.getloadavg()[0]:.2f}: other jobs on these {os.cpu_count()} cores slow the throughput figures)")
+    if failed:
+        raise RuntimeError(f"failed cases: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -158,9 +158,10 @@ def watch(argv: list[str], env: dict | None = None) -> dict:
     """Run argv (a Python child ending with _report) and watch its process tree until it exits.
 
     Returns seconds (wall), cpu_s (user + system seconds of the child and its workers), tree_peak_mb
-    (the peak over time of the sum of VmHWM over the processes alive at that moment), proc_peak_mb (largest VmHWM of any one process), root_mb (the child's own
-    VmHWM, exact: it reports it), workers (how many processes below it were seen), pss_peak_mb (the
-    peak of the sampled sum of Pss, shared pages counted once), and the child's result."""
+    (the peak over time of the sum of VmHWM over the processes alive at that moment), proc_peak_mb
+    (largest VmHWM of any one process), root_mb (the child's own VmHWM, exact: it reports it), workers
+    (how many processes below it were seen), worker_peak_mb, pss_peak_mb (the peak of the sampled sum
+    of Pss, shared pages counted once), and the child's result."""
     env = dict(os.environ, TQDM_DISABLE="1", **(env or {}))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()

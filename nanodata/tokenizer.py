@@ -8,6 +8,7 @@ mergeable_ranks.tiktoken, loads with no network) or a tiktoken encoding name.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from functools import lru_cache
@@ -33,6 +34,7 @@ class Tokenizer:
         self.spec = spec
         self.bos_token = bos_token
         self._bos_id = encoding.encode_single_token(bos_token)
+        self._identity = None
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.spec!r}, n_vocab={self.n_vocab})"
@@ -40,6 +42,20 @@ class Tokenizer:
     @property
     def n_vocab(self) -> int:
         return self.encoding.n_vocab
+
+    @property
+    def identity(self) -> str:
+        """A digest of what decides the token ids: split pattern, ranks, special tokens and the BOS token.
+
+        Resume states record it, so a state is never replayed under a tokenizer that would give other ids.
+        """
+        if self._identity is None:
+            enc = self.encoding
+            h = hashlib.sha256(json.dumps([enc._pat_str, sorted(enc._special_tokens.items()), self.bos_token]).encode())
+            for token, rank in sorted(enc._mergeable_ranks.items(), key=lambda item: item[1]):
+                h.update(rank.to_bytes(4, "little") + len(token).to_bytes(2, "little") + token)
+            self._identity = h.hexdigest()[:16]
+        return self._identity
 
     def get_vocab_size(self) -> int:
         return self.n_vocab
