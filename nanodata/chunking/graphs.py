@@ -14,18 +14,35 @@ def topo_order(nodes: Sequence, deps: Mapping) -> list:
     """Dependencies first; ties and cycles resolved by the position in `nodes`.
 
     Kahn's algorithm by rounds (a node is ready when all its dependencies are placed), so the
-    result is grouped by level: leaves, then what only needs leaves, and so on. When no node
-    is ready (a cycle), the earliest unplaced node goes next.
+    result is grouped by level: leaves, then what only needs leaves, and so on, each level in
+    position order. When no node is ready (a cycle), the earliest unplaced node goes next, alone.
+    Counting unplaced dependencies (rather than rescanning every node each round) keeps it
+    O(edges + n log n): a project's call graph of thousands of functions is ordered at once.
     """
-    members = set(nodes)
-    remaining = {n: {d for d in deps.get(n, ()) if d in members and d != n} for n in nodes}
-    placed, order = set(), []
+    position = {n: i for i, n in enumerate(nodes)}
+    waiting = {n: 0 for n in nodes}
+    dependents: dict = {}
+    for n in nodes:
+        for d in set(deps.get(n, ())):
+            if d in position and d != n:
+                waiting[n] += 1
+                dependents.setdefault(d, []).append(n)
+    placed, order, earliest = set(), [], 0
+    ready = [n for n in nodes if waiting[n] == 0]
     while len(order) < len(nodes):
-        ready = [n for n in nodes if n not in placed and remaining[n] <= placed]
         if not ready:
-            ready = [next(n for n in nodes if n not in placed)]
+            while nodes[earliest] in placed:
+                earliest += 1
+            ready = [nodes[earliest]]
         order.extend(ready)
         placed.update(ready)
+        released = []
+        for n in ready:
+            for m in dependents.get(n, ()):
+                waiting[m] -= 1
+                if waiting[m] == 0 and m not in placed:
+                    released.append(m)
+        ready = sorted(released, key=position.__getitem__)
     return order
 
 

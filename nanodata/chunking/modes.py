@@ -201,9 +201,9 @@ class Chunker:
 
     # -- compilable ---------------------------------------------------------------------------
 
-    def needed_types(self, functions: list, closure: bool) -> list:
-        """Type definitions the functions name (and, with closure, the types those types name)."""
-        root_file = functions[-1][0]
+    def needed_types(self, functions: list, closure: bool, root_file: int) -> list:
+        """Type definitions the functions name (and, with closure, the types those types name), resolved
+        as seen from root_file: its own types first, then unique names in the index."""
         rank = self.index.rank(root_file)
         local = self.local_types(root_file)
 
@@ -243,7 +243,7 @@ class Chunker:
             for deps, closure in [(local + external, True), (local, True), ([], False)]:
                 group = deps + [root]
                 ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
-                refs = self.needed_types(ordered, closure) + ordered
+                refs = self.needed_types(ordered, closure, f) + ordered
                 builder = packer.builder(preamble)
                 if packer.fits(builder, refs):
                     packer.add(builder, refs)

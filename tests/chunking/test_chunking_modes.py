@@ -171,3 +171,17 @@ def test_oversized_function_split_at_lines(tmp_path, tokenizer):
     assert "".join(d["text"] for d in pieces) == big[:big.index("int small")]  # cut only between lines
     assert all(p["text"].endswith(";\n") or p["text"].endswith("}\n") for p in pieces)
     assert any(d["text"] == "int small() { return 1; }\n" for d in docs)
+
+
+def test_compilable_cross_file_cycle_among_callees(tmp_path):
+    """The root calls into a cycle between two other files: the cycle-break may order another file's
+    function last, and the types the doc needs are still looked up from the root's own file."""
+    project = tmp_path / "cyc" / "proj"
+    project.mkdir(parents=True)
+    (project / "a.cpp").write_text("struct Acc { int v; };\nint start_here(int x) { Acc a{x}; return bounce_b(a.v); }\n")
+    (project / "b.cpp").write_text("int bounce_b(int x) { return x > 0 ? bounce_c(x - 1) : 0; }\n")
+    (project / "c.cpp").write_text("int bounce_c(int x) { return bounce_b(x / 2); }\n")
+    _, docs = _docs(tmp_path, "compilable", project_dirs=[tmp_path / "cyc"])
+    (doc,) = [d["text"] for d in docs if "int start_here(" in d["text"]]
+    assert doc.index("struct Acc") < doc.index("int start_here(")
+    assert "int bounce_b(" in doc and "int bounce_c(" in doc

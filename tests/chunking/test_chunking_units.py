@@ -1,5 +1,7 @@
 """units.py on small real C++: unit kinds, comments, namespaces, references, exact counts."""
 
+import random
+
 import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
 
@@ -60,6 +62,29 @@ def test_topo_order_levels_and_cycles():
     deps = {"top": ["mid"], "mid": ["leaf"], "ping": ["pong"], "pong": ["ping"]}
     assert topo_order(nodes, deps) == ["leaf", "mid", "top", "ping", "pong"]
     assert topo_order(list(reversed(nodes)), deps) == ["leaf", "mid", "top", "pong", "ping"]
+
+
+def _topo_by_rescan(nodes, deps):
+    """The rule stated plainly: each round takes every unplaced node whose dependencies are all placed,
+    in position order; a round with none takes the earliest unplaced node alone."""
+    members = set(nodes)
+    remaining = {n: {d for d in deps.get(n, ()) if d in members and d != n} for n in nodes}
+    placed, order = set(), []
+    while len(order) < len(nodes):
+        ready = [n for n in nodes if n not in placed and remaining[n] <= placed] or \
+                [next(n for n in nodes if n not in placed)]
+        order.extend(ready)
+        placed.update(ready)
+    return order
+
+
+def test_topo_order_matches_the_rescan_rule_on_random_graphs():
+    rng = random.Random(7)
+    for _ in range(3000):
+        n = rng.randint(0, 12)
+        nodes = rng.sample(range(n), n)
+        deps = {i: [rng.randint(-2, n + 1) for _ in range(rng.randint(0, 4))] for i in range(n) if rng.random() < 0.8}
+        assert topo_order(nodes, deps) == _topo_by_rescan(nodes, deps), (nodes, deps)
 
 
 def test_callees_in_file_and_include_dependencies(tokenizer):
