@@ -7,30 +7,34 @@ first) and restart at their rank offset. y is x shifted by one token.
 Unlike build-nanogpt, the shard switch is decided on the whole step (the last rank's read), so
 all ranks switch shards at the same step; shards are memory-mapped and only each batch is
 converted to int64; and `state_dict()` / `load_state_dict()` resume exactly.
+
+Only a finished `nanodata pretokenize` output loads: its meta.json must list exactly the shard
+files present, with their sizes (checked at every start; `verify=True` also checks every shard's
+sha256). A resume state records what its positions mean (shard fingerprint, tokenizer, B, T,
+ranks, split) and is refused, naming the field, when any of it differs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from nanodata.errors import NanodataError
+from nanodata.pretokenize import SHARD_FILE, committed_meta
 
 log = logging.getLogger(__name__)
 
-
-def list_shards(data_root: str | os.PathLike, split: str) -> list[Path]:
-    """PREFIX_{split}_NNNNNN.npy files in data_root, sorted by name (partials end in .tmp)."""
-    pattern = re.compile(rf".+_{split}_\d+\.npy")
-    data_root = Path(data_root)
-    if not data_root.is_dir():
-        raise NanodataError(f"data_root {data_root} does not exist")
-    return sorted(p for p in data_root.iterdir() if pattern.fullmatch(p.name))
+STATE_VERSION = 2  # 1 was the unversioned state that named shards only
+# every key of a state and its type; bool is not an int here (True == 1 would pass a comparison)
+STATE_TYPES = {"version": int, "split": str, "B": int, "T": int, "process_rank": int, "num_processes": int,
+               "tokenizer": str, "shards": str, "current_shard": int, "current_position": int}
+MUST_MATCH = ("version", "split", "B", "T", "process_rank", "num_processes", "tokenizer", "shards")
 
 
 def load_tokens(path: Path) -> np.ndarray:
@@ -43,9 +47,21 @@ def load_tokens(path: Path) -> np.ndarray:
     return tokens
 
 
+def fingerprint(shards: list[dict]) -> str:
+    """A short digest of shard records (name, size, sha256 from meta.json): equal only for the same bytes."""
+    key = json.dumps([[s["name"], s["bytes"], s["sha256"]] for s in shards])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _short(value) -> str:
+    """repr for a one-line message, cut: a hand-edited state may hold anything."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class DataLoaderLite:
     def __init__(self, B: int, T: int, process_rank: int, num_processes: int, split: str,
-                 data_root: str | os.PathLike):
+                 data_root: str | os.PathLike, verify: bool = False):
         if split not in ("train", "val"):
             raise NanodataError(f"split must be 'train' or 'val', not {split!r}")
         if B < 1 or T < 1 or num_processes < 1 or not 0 <= process_rank < num_processes:
@@ -55,9 +71,12 @@ class DataLoaderLite:
         self.process_rank, self.num_processes = process_rank, num_processes
         self.split = split
         self.step_tokens = B * T * num_processes
-        self.shards = list_shards(data_root, split)
-        if not self.shards:
-            raise NanodataError(f"{data_root}: no *_{split}_NNNNNN.npy token shards (run 'nanodata pretokenize')")
+        meta = committed_meta(data_root, verify)
+        records = [s for s in meta["shards"] if SHARD_FILE.fullmatch(s["name"]).group(1) == split]
+        if not records:
+            raise NanodataError(f"{data_root}: meta.json lists no {split} shards (*_{split}_NNNNNN.npy)")
+        self.shards = [Path(data_root) / s["name"] for s in records]
+        self.tokenizer, self.fingerprint = meta["tokenizer_identity"], fingerprint(records)
         log.debug("found %d shards for split %s", len(self.shards), split)
         self.reset()
 
@@ -75,18 +94,42 @@ class DataLoaderLite:
         return x, y
 
     def state_dict(self) -> dict:
-        """Where the next batch comes from; load_state_dict() on a fresh loader continues exactly."""
-        return {"split": self.split, "B": self.B, "T": self.T, "process_rank": self.process_rank,
-                "num_processes": self.num_processes, "shards": [p.name for p in self.shards],
+        """Where the next batch comes from, and what that depends on; load_state_dict() on a fresh loader
+        over the same shards continues exactly."""
+        return {"version": STATE_VERSION, "split": self.split, "B": self.B, "T": self.T,
+                "process_rank": self.process_rank, "num_processes": self.num_processes,
+                "tokenizer": self.tokenizer, "shards": self.fingerprint,
                 "current_shard": self.current_shard, "current_position": self.current_position}
 
     def load_state_dict(self, state: dict) -> None:
+        """Resume from state_dict(); a state from other shards, tokenizer, geometry or ranks, or a malformed
+        one, is a NanodataError naming the key (and both values)."""
+        if not isinstance(state, dict):
+            raise NanodataError(f"cannot resume: the state is a {type(state).__name__}, not a dict")
+        for key, kind in STATE_TYPES.items():
+            if key not in state:
+                raise NanodataError(f"cannot resume: the state has no {key!r}")
+            if type(state[key]) is not kind:
+                raise NanodataError(f"cannot resume: state {key}={_short(state[key])} is a "
+                                    f"{type(state[key]).__name__}, not {kind.__name__}")
         mine = self.state_dict()
-        for key in ("split", "B", "T", "process_rank", "num_processes", "shards"):
+        for key in MUST_MATCH:
             if state[key] != mine[key]:
-                raise NanodataError(f"cannot resume: state has {key}={state[key]!r}, this loader {mine[key]!r}")
-        self._load_shard(state["current_shard"])
-        self.current_position = state["current_position"]
+                raise NanodataError(f"cannot resume: state has {key}={_short(state[key])}, this loader {mine[key]!r}")
+        self._seek(state["current_shard"], state["current_position"])
+
+    def _seek(self, shard: int, position: int) -> None:
+        """Go to a position next_batch() could have reached: a step start of this rank, a full step in the shard."""
+        if not 0 <= shard < len(self.shards):
+            raise NanodataError(f"cannot resume: state current_shard={shard} is out of range: "
+                                f"{len(self.shards)} {self.split} shards")
+        tokens = load_tokens(self.shards[shard])
+        start = position - self.B * self.T * self.process_rank
+        if start < 0 or start % self.step_tokens or start + self.step_tokens + 1 > len(tokens):
+            raise NanodataError(f"cannot resume: state current_position={position} is not a step start of rank "
+                                f"{self.process_rank} in {self.shards[shard].name} ({len(tokens)} tokens, "
+                                f"steps of {self.step_tokens})")
+        self.current_shard, self.tokens, self.current_position = shard, tokens, position
 
     def _step_start(self) -> int:
         return self.current_position - self.B * self.T * self.process_rank

@@ -6,6 +6,12 @@ order; every doc becomes [BOS] + tokens. The stream is cut into shards of exactl
 shard is val: `{prefix}_val_000000.npy`, then `{prefix}_train_000001.npy`, ... meta.json
 records `val_file_tokens`: the --shard-tokens that makes the val shard exactly the val files.
 
+The shard set is committed as a whole by meta.json, written last and atomically: it lists every
+shard's name, split, token count, size and sha256, and what produced them (tokenizer identity,
+shard size, input files). A run first removes the old meta.json, then every shard and temp file of
+earlier runs, so a killed or failed run leaves a directory without meta.json, which loaders refuse,
+and its re-run writes the same bytes as a clean run.
+
 Workers tokenize whole row groups; the parent writes their results strictly in stream order
 with a bounded window of row groups in flight, so the output is byte-identical for any
 worker count and memory stays constant (one shard buffer + the window) for any input size.
@@ -28,12 +34,16 @@ from tqdm import tqdm
 
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
-from nanodata.tokenizer import load
+from nanodata.files import atomic_output, atomic_write, file_digest, fsync_dir, temp_name
+from nanodata.tokenizer import check_output_dir, load
 from nanodata.workers import process_pool
 
 log = logging.getLogger(__name__)
 
 META_FILE = "meta.json"
+META_VERSION = 2  # 2: shards carry bytes + sha256, and the tokenizer identity is recorded
+SHARD_FILE = re.compile(r".+_(val|train)_\d+\.npy")  # every name a loader would take for a shard, any prefix
+MAX_WORKERS = 256
 WINDOW_PER_WORKER = 4  # row groups in flight per worker: enough to keep workers busy, bounded memory
 
 
@@ -100,6 +110,17 @@ def tokenize_in_order(workers: int, init_args: tuple):
 
 # --- parent side: cut the ordered token stream into shards -----------------------------------
 
+def shard_record(path: Path, split: str, tokens: int) -> dict:
+    """A finished shard as meta.json lists it."""
+    return {"name": path.name, "split": split, "tokens": tokens, "bytes": path.stat().st_size,
+            "sha256": file_digest(path)}
+
+
+def write_meta(out_dir: Path, meta: dict) -> None:
+    """The commit of a shard set: written last, atomically, after every shard it lists."""
+    atomic_write(out_dir / META_FILE, json.dumps(meta, indent=2) + "\n")
+
+
 class ShardWriter:
     """Fills one preallocated shard buffer and writes it atomically each time it is full."""
 
@@ -122,54 +143,80 @@ class ShardWriter:
         if self.filled == 0:
             return
         index = len(self.shards)
-        name = shard_name(self.prefix, index)
-        tmp = self.out_dir / (name + ".tmp")
-        try:
-            with open(tmp, "wb") as f:
-                np.save(f, self.buffer[:self.filled])
-            os.replace(tmp, self.out_dir / name)
-        finally:
-            tmp.unlink(missing_ok=True)
-        self.shards.append({"name": name, "split": "val" if index == 0 else "train", "tokens": self.filled})
+        path = self.out_dir / shard_name(self.prefix, index)
+        with atomic_output(path) as f:
+            np.save(f, self.buffer[:self.filled])
+        self.shards.append(shard_record(path, "val" if index == 0 else "train", self.filled))
         self.filled = 0
 
 
-def _remove_stale_shards(out_dir: Path, prefix: str, keep: set[str]) -> None:
-    """Shards of an earlier, longer run with the same prefix would otherwise join this run's set."""
-    pattern = re.compile(rf"{re.escape(prefix)}_(val|train)_\d{{6}}\.npy")
+def _check_options(shard_tokens: int, workers: int, prefix: str) -> None:
+    if shard_tokens < 1:
+        raise NanodataError(f"--shard-tokens must be >= 1, not {shard_tokens}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise NanodataError(f"--workers must be between 1 and {MAX_WORKERS}, not {workers}")
+    if not re.fullmatch(r"[\w.-]+", prefix):
+        raise NanodataError(f"--prefix must be letters, digits, '_', '-' or '.', not {prefix!r}")
+
+
+def _check_buffer_fits(shard_tokens: int, dtype: np.dtype) -> None:
+    """The shard buffer is allocated whole: say so now rather than fail with a MemoryError later."""
+    need = shard_tokens * dtype.itemsize
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > memory:
+        raise NanodataError(f"--shard-tokens {shard_tokens}: one shard buffer is {need / 2**30:.1f} GiB of "
+                            f"{dtype.name}, more than this machine's {memory / 2**30:.1f} GiB of memory")
+
+
+def _row_group_tasks(files: list[Path], input_dir: Path) -> list[tuple[str, int]]:
+    """(file, row group) in stream order; reading every footer first also checks every file before any work."""
+    tasks, rows = [], 0
+    for path in files:
+        metadata = open_parquet(path).metadata
+        tasks += [(str(path), rg) for rg in range(metadata.num_row_groups)]
+        rows += metadata.num_rows
+    if rows == 0:
+        raise NanodataError(f"{input_dir}: the parquet files hold no documents")
+    return tasks
+
+
+def _uncommit(out_dir: Path) -> None:
+    """Start a run: drop meta.json, then the shards of earlier runs and the temp files of a killed one.
+
+    meta.json goes first, durably: from here until the new one is written the directory is no finished
+    set, so a loader refuses it rather than mixing shards of two runs. Removing every old shard (any
+    prefix) frees their space and leaves exactly this run's files once it commits.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta = out_dir / META_FILE
+    meta.unlink(missing_ok=True)
+    fsync_dir(out_dir)
     for path in out_dir.iterdir():
-        if pattern.fullmatch(path.name) and path.name not in keep:
+        if SHARD_FILE.fullmatch(path.name.removesuffix(".tmp")) or path == temp_name(meta):
             path.unlink()
 
 
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+def _inputs(paths: list[Path]) -> list[dict]:
+    return [{"name": p.name, "bytes": p.stat().st_size} for p in paths]
 
 
 def pretokenize(input_dir: str | os.PathLike, tokenizer_spec: str, out_dir: str | os.PathLike, *,
                 shard_tokens: int = 100_000_000, workers: int = 2, prefix: str = "tokens",
                 progress: bool = True) -> dict:
     """Write token shards and meta.json to out_dir; returns the meta dict."""
-    if shard_tokens < 1:
-        raise NanodataError(f"--shard-tokens must be >= 1, not {shard_tokens}")
-    if workers < 1:
-        raise NanodataError(f"--workers must be >= 1, not {workers}")
-    if not re.fullmatch(r"[\w.-]+", prefix):
-        raise NanodataError(f"--prefix must be letters, digits, '_', '-' or '.', not {prefix!r}")
     input_dir, out_dir = Path(input_dir), Path(out_dir)
+    _check_options(shard_tokens, workers, prefix)
+    check_output_dir(out_dir, "--out")
     if not list_parquet_files(input_dir):
         raise NanodataError(f"{input_dir}: no .parquet files")
     train_files, val_files = split_files(input_dir)
-    files = val_files + train_files
-    tasks = [(str(path), rg) for path in files for rg in range(open_parquet(path).num_row_groups)]
+    tasks = _row_group_tasks(val_files + train_files, input_dir)
     tok = load(str(tokenizer_spec))
     dtype = shard_dtype(tok.n_vocab)
+    _check_buffer_fits(shard_tokens, dtype)
     val_paths = {str(p) for p in val_files}
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / META_FILE).unlink(missing_ok=True)  # no meta.json = this dir is not a finished set
+    _uncommit(out_dir)
     writer = ShardWriter(out_dir, prefix, shard_tokens, dtype)
     start = time.perf_counter()
     n_docs = n_tokens = val_file_tokens = 0
@@ -182,17 +229,15 @@ def pretokenize(input_dir: str | os.PathLike, tokenizer_spec: str, out_dir: str 
             val_file_tokens += len(tokens) if path in val_paths else 0
             bar.update(len(tokens))
     writer.flush()
-    if not writer.shards:
-        raise NanodataError(f"{input_dir}: the parquet files hold no documents")
     if train_files and val_file_tokens != writer.shards[0]["tokens"]:
         overlap = "also holds train docs" if val_file_tokens < shard_tokens else "holds only part of the val docs"
         log.info("val shard %s (val files: %d tokens); --shard-tokens %d would split exactly", overlap,
                     val_file_tokens, val_file_tokens)
-    _remove_stale_shards(out_dir, prefix, {s["name"] for s in writer.shards})
     seconds = time.perf_counter() - start
     meta = {
-        "version": 1,
+        "version": META_VERSION,
         "tokenizer": str(tokenizer_spec),
+        "tokenizer_identity": tok.identity,
         "n_vocab": tok.n_vocab,
         "bos_token_id": tok.get_bos_token_id(),
         "dtype": dtype.name,
@@ -203,19 +248,81 @@ def pretokenize(input_dir: str | os.PathLike, tokenizer_spec: str, out_dir: str 
         "val_tokens": writer.shards[0]["tokens"],
         "val_file_tokens": val_file_tokens,
         "train_tokens": n_tokens - writer.shards[0]["tokens"],
-        "inputs": {"val": [p.name for p in val_files], "train": [p.name for p in train_files]},
+        "inputs": {"val": _inputs(val_files), "train": _inputs(train_files)},
         "shards": writer.shards,
-    }  # no timings or worker count: the same input gives a byte-identical meta.json
-    _write_json(out_dir / META_FILE, meta)
+    }  # no timings, paths of the output or worker count: the same input gives a byte-identical meta.json
+    write_meta(out_dir, meta)
     log.info("%d docs, %d tokens (%.0f tok/s) in %d shards -> %s", n_docs, n_tokens, n_tokens / max(seconds, 1e-9),
              len(writer.shards), out_dir)
+    return meta
+
+
+# --- reader side: the committed set a loader may use -------------------------------------------
+
+RERUN = "re-run 'nanodata pretokenize'"
+
+
+def _meta_problem(meta) -> str | None:
+    """What makes `meta` not a meta.json this version can check shards against; None if nothing."""
+    if not isinstance(meta, dict):
+        return f"a JSON {type(meta).__name__}, not an object"
+    if meta.get("version") != META_VERSION:
+        return f"version {meta.get('version')!r}, this nanodata reads version {META_VERSION}"
+    if not isinstance(meta.get("tokenizer_identity"), str):
+        return "no tokenizer_identity"
+    shards = meta.get("shards")
+    if not isinstance(shards, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and type(s.get("bytes")) is int
+            and isinstance(s.get("sha256"), str) for s in shards):
+        return "shards[] needs name, bytes and sha256 for every shard"
+    if len({s["name"] for s in shards}) != len(shards):
+        return "a shard is listed twice"
+    return None
+
+
+def committed_meta(data_root: str | os.PathLike, verify: bool = False) -> dict:
+    """meta.json of a finished pretokenize output, checked against the shards on disk.
+
+    Every shard file in data_root (any prefix) must be listed and every listed one present with its
+    size: a stat per shard, cheap at every start. verify=True also compares each shard's sha256,
+    which reads all of them.
+    """
+    data_root = Path(data_root)
+    if not data_root.is_dir():
+        raise NanodataError(f"data_root {data_root} does not exist")
+    path = data_root / META_FILE
+    if not path.is_file():
+        raise NanodataError(f"{data_root}: no {META_FILE}, so no finished token shard set (a pretokenize run was "
+                            f"killed or failed, or none ran); {RERUN}")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NanodataError(f"{path}: unreadable ({type(exc).__name__}: {exc}); {RERUN}") from None
+    if problem := _meta_problem(meta):
+        raise NanodataError(f"{path}: {problem}; {RERUN}")
+    listed = {s["name"]: s for s in meta["shards"]}
+    on_disk = {p.name for p in data_root.iterdir() if SHARD_FILE.fullmatch(p.name)}
+    if missing := sorted(listed.keys() - on_disk):
+        raise NanodataError(f"{data_root / missing[0]}: listed in {META_FILE} but missing; {RERUN}")
+    if extra := sorted(on_disk - listed.keys()):
+        raise NanodataError(f"{data_root / extra[0]}: a shard not in {META_FILE} (another run's); {RERUN}")
+    for shard in meta["shards"]:
+        shard_path = data_root / shard["name"]
+        size = shard_path.stat().st_size
+        if size != shard["bytes"]:
+            raise NanodataError(f"{shard_path}: {size} bytes, {META_FILE} says {shard['bytes']}; {RERUN}")
+        if verify and file_digest(shard_path) != shard["sha256"]:
+            raise NanodataError(f"{shard_path}: sha256 differs from {META_FILE}; {RERUN}")
     return meta
 
 
 EPILOG = """\
 Every doc becomes [BOS] + tokens; val files' docs come first. Output in OUT:
   PREFIX_val_000000.npy, PREFIX_train_000001.npy, ...   exactly SHARD_TOKENS each, the last partial
-  meta.json                                             counts, dtype (uint16 if the vocab fits, else uint32)
+  meta.json        written last: every shard's name, size, sha256; tokenizer identity, inputs, counts,
+                   dtype (uint16 if the vocab fits, else uint32)
+A run first removes OUT's meta.json and old shards (any prefix); a killed or failed run leaves no
+meta.json and loaders refuse the directory until a re-run finishes.
 Read them with nanodata.lite.DataLoaderLite(B, T, rank, world, "train", OUT).
 
 example:

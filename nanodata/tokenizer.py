@@ -17,6 +17,7 @@ from pathlib import Path
 import tiktoken
 
 from nanodata.errors import NanodataError
+from nanodata.files import atomic_output, atomic_write, fsync_dir
 
 # GPT-4 style split pattern (as nanochat uses, with \p{N}{1,2} for small vocabularies).
 SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -100,20 +101,33 @@ class Tokenizer:
         return ids
 
 
+def check_output_dir(path: str | os.PathLike, option: str) -> None:
+    """Before any work: `path` is a directory, or one can be made there (no file in the way, writable)."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        where = "exists and" if existing == path else f"{existing}"
+        raise NanodataError(f"{option} {path}: {where} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise NanodataError(f"{option} {path}: {existing} is not writable")
+
+
 def save_encoding_dir(out_dir: str | os.PathLike, name: str, pat_str: str,
                       mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int], bos_token: str) -> Path:
-    """Write a tokenizer directory that `load()` reads without network; atomic per file."""
+    """Write a tokenizer directory that `load()` reads without network.
+
+    tokenizer.json is removed first and written last: a save that is killed or runs out of disk leaves
+    a directory `load()` refuses, never new ranks under an old config.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ranks_tmp = out / (RANKS_FILE + ".tmp")
-    with open(ranks_tmp, "w", encoding="ascii") as f:
+    (out / CONFIG_FILE).unlink(missing_ok=True)
+    fsync_dir(out)
+    with atomic_output(out / RANKS_FILE, "w", encoding="ascii") as f:
         for token, rank in sorted(mergeable_ranks.items(), key=lambda kv: kv[1]):
             f.write(f"{base64.b64encode(token).decode('ascii')} {rank}\n")
-    os.replace(ranks_tmp, out / RANKS_FILE)
     config = {"name": name, "pat_str": pat_str, "special_tokens": special_tokens, "bos_token": bos_token}
-    config_tmp = out / (CONFIG_FILE + ".tmp")
-    config_tmp.write_text(json.dumps(config, indent=2, sort_keys=True))
-    os.replace(config_tmp, out / CONFIG_FILE)
+    atomic_write(out / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True))
     return out
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from nanodata.dataset import parquets_iter_batched
+from nanodata.dataset import files_for_split, open_parquet, parquets_iter_batched
 from nanodata.errors import NanodataError
-from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, load, save_encoding_dir
+from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, check_output_dir, load, save_encoding_dir
 
 log = logging.getLogger(__name__)
 
 MIN_VOCAB = 256 + len(SPECIAL_TOKENS)  # every byte, then the special tokens
+MAX_VOCAB = 2**20  # as the nanodata_tokenizer DAG allows; rustbpe itself overflows at 2**32
 # Checked after saving: byte-level BPE must give back exactly what it was given.
 ROUNDTRIP_PROBES = ["Hello world! 123 4567 don't  \n\n\ttabs", "naïve café — 東京 🙂 \u200b", ""]
 
@@ -47,16 +48,26 @@ def check_roundtrip(out_dir: Path, samples: list[str]) -> None:
             raise NanodataError(f"{out_dir}: trained tokenizer does not roundtrip {text[:60]!r}")
 
 
+def check_args(input_dir, vocab_size: int, out_dir, max_chars: int, doc_cap: int) -> None:
+    """Every argument, before the minutes of training: a bad --out must not surface only at the save."""
+    if not MIN_VOCAB <= vocab_size <= MAX_VOCAB:
+        raise NanodataError(f"--vocab-size must be between {MIN_VOCAB} (256 bytes + {len(SPECIAL_TOKENS)} special "
+                            f"tokens) and {MAX_VOCAB}, not {vocab_size}")
+    if max_chars < 1:
+        raise NanodataError(f"--max-chars must be >= 1, not {max_chars}")
+    if doc_cap < 1:
+        raise NanodataError(f"--doc-cap must be >= 1, not {doc_cap}")
+    for path in files_for_split("train", input_dir):  # the input exists, has train files, all readable
+        open_parquet(path)
+    check_output_dir(out_dir, "--out")
+
+
 def train_tokenizer(input_dir: str | os.PathLike, vocab_size: int, out_dir: str | os.PathLike, *,
                     max_chars: int = 2_000_000_000, doc_cap: int = 10_000, progress: bool = True) -> Path:
     """Train on input_dir's train split and save to out_dir; returns out_dir."""
     import rustbpe
 
-    if vocab_size < MIN_VOCAB:
-        raise NanodataError(f"--vocab-size must be >= {MIN_VOCAB} (256 bytes + {len(SPECIAL_TOKENS)} special "
-                            f"tokens), not {vocab_size}")
-    if max_chars < 1 or doc_cap < 1:
-        raise NanodataError(f"--max-chars and --doc-cap must be >= 1, not {max_chars} and {doc_cap}")
+    check_args(input_dir, vocab_size, out_dir, max_chars, doc_cap)
     out_dir = Path(out_dir)
     start = time.perf_counter()
     samples = []

@@ -8,17 +8,27 @@ import torch
 
 from nanodata.errors import NanodataError
 from nanodata.lite import DataLoaderLite
-from nanodata.pretokenize import pretokenize
+from nanodata.pretokenize import META_VERSION, pretokenize, shard_record, write_meta
+
+
+def write_shards(root, sizes, offset=0, identity="test-tokenizer"):
+    """Shards whose tokens encode (shard, position): token = offset + 10000*shard + pos, committed by a meta.json."""
+    root.mkdir(parents=True, exist_ok=True)
+    records = []
+    for i, n in sizes.items():
+        split = "val" if i == 0 else "train"
+        dtype = np.uint16 if i < 3 else np.uint32  # the loader reads both
+        path = root / f"tok_{split}_{i:06d}.npy"
+        np.save(path, (offset + 10000 * i + np.arange(n)).astype(dtype))
+        records.append(shard_record(path, split, n))
+    write_meta(root, {"version": META_VERSION, "tokenizer_identity": identity, "shards": records})
+    return root
 
 
 @pytest.fixture
 def shard_dir(tmp_path):
-    """A val shard and 3 train shards whose tokens encode (shard, position): token = 10000*shard + pos."""
-    sizes = {0: 500, 1: 1000, 2: 700, 3: 430}
-    for i, n in sizes.items():
-        split = "val" if i == 0 else "train"
-        dtype = np.uint16 if i < 3 else np.uint32  # the loader reads both
-        np.save(tmp_path / f"tok_{split}_{i:06d}.npy", (10000 * i + np.arange(n)).astype(dtype))
+    """A val shard and 3 train shards, and a killed run's temp file (never read)."""
+    write_shards(tmp_path, {0: 500, 1: 1000, 2: 700, 3: 430})
     (tmp_path / "tok_train_000004.npy.tmp").write_bytes(b"partial")
     return tmp_path
 
@@ -110,8 +120,11 @@ def test_short_last_shard_is_skipped_not_crashing(shard_dir):
 
 def test_errors(shard_dir, tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(NanodataError, match="no \\*_train_NNNNNN.npy"):
+    with pytest.raises(NanodataError, match="empty: no meta.json"):
         DataLoaderLite(1, 8, 0, 1, "train", tmp_path / "empty")
+    val_only = write_shards(tmp_path / "empty", {0: 500})
+    with pytest.raises(NanodataError, match="lists no train shards"):
+        DataLoaderLite(1, 8, 0, 1, "train", val_only)
     with pytest.raises(NanodataError, match="does not exist"):
         DataLoaderLite(1, 8, 0, 1, "train", tmp_path / "missing")
     with pytest.raises(NanodataError, match="lower B or T"):
@@ -130,3 +143,67 @@ def test_reads_pretokenize_output(corpus_dir, tmp_path, tokenizer):
     assert torch.equal(x.flatten()[1:], y.flatten()[:-1])
     train = DataLoaderLite(4, 32, 0, 1, "train", tmp_path / "tok")
     assert len(train.shards) == len(meta["shards"]) - 1 and train.next_batch()[0].max() < tokenizer.n_vocab
+
+
+def refusal(data_root, **kwargs) -> str:
+    with pytest.raises(NanodataError) as info:
+        DataLoaderLite(1, 8, 0, 1, "train", data_root, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message and "re-run 'nanodata pretokenize'" in message
+    return message
+
+
+def test_only_a_committed_shard_set_loads(shard_dir):
+    """meta.json is the commit: shards without it, or not matching it, are refused with one line."""
+    meta = shard_dir / "meta.json"
+    committed = meta.read_bytes()
+    meta.unlink()  # a killed or failed run: final-named shards, no meta.json
+    assert "no meta.json" in refusal(shard_dir)
+    meta.write_bytes(committed)
+    (shard_dir / "tok_train_000009.npy").write_bytes((shard_dir / "tok_train_000001.npy").read_bytes())
+    assert "tok_train_000009.npy: a shard not in meta.json" in refusal(shard_dir)  # another run's shard
+    (shard_dir / "tok_train_000009.npy").unlink()
+    shard = shard_dir / "tok_train_000002.npy"
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-6])
+    assert f"tok_train_000002.npy: {len(good) - 6} bytes, meta.json says {len(good)}" in refusal(shard_dir)
+    shard.unlink()
+    assert "tok_train_000002.npy: listed in meta.json but missing" in refusal(shard_dir)
+    shard.write_bytes(good[:-2] + bytes([good[-2] ^ 1]) + good[-1:])  # same size, other bytes
+    DataLoaderLite(1, 8, 0, 1, "train", shard_dir)  # names and sizes only at every start
+    assert "tok_train_000002.npy: sha256 differs from meta.json" in refusal(shard_dir, verify=True)
+    for bad in ("{", "[]", '{"version": 1, "shards": []}'):
+        meta.write_text(bad)
+        refusal(shard_dir)
+
+
+def test_state_from_other_shards_or_tokenizer_is_refused(tmp_path):
+    sizes = {0: 500, 1: 1000, 2: 700}
+    state = DataLoaderLite(2, 8, 0, 1, "train", write_shards(tmp_path / "a", sizes)).state_dict()
+    # same names and sizes, other tokens: positions in it would mean other batches
+    other_corpus = DataLoaderLite(2, 8, 0, 1, "train", write_shards(tmp_path / "b", sizes, offset=5))
+    with pytest.raises(NanodataError, match=f"cannot resume: state has shards='{state['shards']}', this loader '"):
+        other_corpus.load_state_dict(state)
+    other_tokenizer = DataLoaderLite(2, 8, 0, 1, "train", write_shards(tmp_path / "c", sizes, identity="other"))
+    with pytest.raises(NanodataError, match="cannot resume: state has tokenizer='test-tokenizer', this loader 'other'"):
+        other_tokenizer.load_state_dict(state)
+
+
+def test_malformed_state_names_the_key(shard_dir):
+    loader = DataLoaderLite(2, 8, 1, 2, "train", shard_dir)
+    good = loader.state_dict()
+    cases = {"current_position": "the state has no 'current_position'",
+             "B": "state B='2' is a str, not int",
+             "current_shard": "state current_shard=7 is out of range: 3 train shards"}
+    for key, message in cases.items():
+        state = dict(good)
+        if key == "current_position":
+            del state[key]
+        else:
+            state[key] = {"B": "2", "current_shard": 7}[key]
+        with pytest.raises(NanodataError, match=f"^cannot resume: {message}"):
+            loader.load_state_dict(state)
+    with pytest.raises(NanodataError, match="current_position=17 is not a step start of rank 1"):
+        loader.load_state_dict({**good, "current_position": 17})
+    with pytest.raises(NanodataError, match="state process_rank=True is a bool, not int"):
+        loader.load_state_dict({**good, "process_rank": True})

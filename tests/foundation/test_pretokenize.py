@@ -1,6 +1,9 @@
 """nanodata.pretokenize: exact shard sizes, doc stream order, dtype, determinism, atomic output, errors."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,9 +11,13 @@ import pytest
 from corpus import make_docs, write_corpus, write_parquet
 from nanodata.dataset import parquets_iter_batched
 from nanodata.errors import NanodataError
+from nanodata.files import file_digest
+from nanodata.lite import DataLoaderLite
 from nanodata.pretokenize import pretokenize, shard_dtype
 from nanodata.tokenizer import load
 from nanodata.tokenizer_train import train_tokenizer
+
+NANODATA = str(Path(sys.executable).with_name("nanodata"))
 
 
 def reference_stream(data_dir, tok):
@@ -37,7 +44,14 @@ def test_exact_shards_val_first_cl100k_is_uint32(corpus_dir, tmp_path, tokenizer
     assert names[1:] == [f"tokens_train_{i:06d}.npy" for i in range(1, len(names))]
     assert meta["docs"] == n_docs == 1200 and meta["tokens"] == len(expected)
     assert meta["val_tokens"] + meta["train_tokens"] == meta["tokens"]
-    assert meta["inputs"] == {"val": ["shard_00003.parquet"], "train": [f"shard_{i:05d}.parquet" for i in range(3)]}
+    described = {split: [(f.name, f.stat().st_size) for f in files]
+                 for split, files in (("val", [corpus_dir / "shard_00003.parquet"]),
+                                      ("train", [corpus_dir / f"shard_{i:05d}.parquet" for i in range(3)]))}
+    assert {split: [(f["name"], f["bytes"]) for f in files] for split, files in meta["inputs"].items()} == described
+    assert meta["tokenizer_identity"] == tokenizer.identity and meta["shard_tokens"] == 9_000
+    for shard in meta["shards"]:  # what a loader checks the directory against
+        path = tmp_path / "out" / shard["name"]
+        assert shard["bytes"] == path.stat().st_size and shard["sha256"] == file_digest(path)
     assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
     # docs straddle shard boundaries: some shard after the first does not start with BOS
     assert any(s[0] != tokenizer.get_bos_token_id() for s in shards[1:])
@@ -135,14 +149,53 @@ def test_errors_name_file_or_parameter(tmp_path, corpus_dir):
 
 def test_bad_row_in_worker_is_reported_with_its_file(tmp_path):
     write_corpus(tmp_path / "in", n_files=2, docs_per_file=100)
+    pretokenize(tmp_path / "in", "cl100k_base", tmp_path / "out", shard_tokens=500, workers=2, progress=False)
     import pyarrow as pa
     import pyarrow.parquet as pq
     pq.write_table(pa.table({"text": ["fine"] * 70 + [None]}), tmp_path / "in" / "shard_00000.parquet",
                    row_group_size=64)
     with pytest.raises(NanodataError, match=r"shard_00000\.parquet row group 1 row 6"):
-        pretokenize(tmp_path / "in", "cl100k_base", tmp_path / "out", workers=2, progress=False)
+        pretokenize(tmp_path / "in", "cl100k_base", tmp_path / "out", shard_tokens=100, workers=2, progress=False)
     assert not (tmp_path / "out" / "meta.json").exists()
     assert not list((tmp_path / "out").glob("*.tmp"))
+    # the failed run's shards and the earlier run's set are never served as one
+    with pytest.raises(NanodataError, match="out: no meta.json.*re-run 'nanodata pretokenize'"):
+        DataLoaderLite(1, 8, 0, 1, "val", tmp_path / "out")
+
+
+def test_rerun_with_another_prefix_leaves_only_its_own_shards(corpus_dir, tmp_path):
+    out = tmp_path / "out"
+    pretokenize(corpus_dir, "cl100k_base", out, shard_tokens=5_000, workers=1, prefix="old", progress=False)
+    (out / "old_train_000007.npy.tmp").write_bytes(b"a killed run's partial shard")
+    meta = pretokenize(corpus_dir, "cl100k_base", out, shard_tokens=40_000, workers=1, prefix="new", progress=False)
+    assert sorted(p.name for p in out.iterdir()) == sorted([s["name"] for s in meta["shards"]] + ["meta.json"])
+    loader = DataLoaderLite(2, 64, 0, 1, "train", out)
+    assert [p.name for p in loader.shards] == [s["name"] for s in meta["shards"][1:]]
+
+
+def one_line_error(*args) -> str:
+    proc = subprocess.run([NANODATA, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_every_argument_is_checked_before_any_work(corpus_dir, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("a file the user keeps")
+    assert f"--out {taken}: exists and is not a directory" in one_line_error(
+        "pretokenize", "--input", corpus_dir, "--out", taken)
+    assert taken.read_text() == "a file the user keeps"
+    out = tmp_path / "out"
+    with pytest.raises(NanodataError, match=f"--out {taken / 'sub'}: {taken} is not a directory"):
+        pretokenize(corpus_dir, "cl100k_base", taken / "sub", progress=False)
+    with pytest.raises(NanodataError, match="--workers must be between 1 and 256, not 100000"):
+        pretokenize(corpus_dir, "cl100k_base", out, workers=100_000, progress=False)
+    with pytest.raises(NanodataError, match="--shard-tokens 1000000000000000: one shard buffer is .* GiB of uint32, "
+                                            "more than this machine's"):
+        pretokenize(corpus_dir, "cl100k_base", out, shard_tokens=10**15, progress=False)
+    with pytest.raises(NanodataError, match="tokenizer 'no_such_encoding'"):
+        pretokenize(corpus_dir, "no_such_encoding", out, progress=False)
+    assert not out.exists()
 
 
 def test_work_in_flight_is_bounded(tmp_path):

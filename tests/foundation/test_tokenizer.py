@@ -3,13 +3,16 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from corpus import make_docs, write_parquet
 from nanodata.errors import NanodataError
 from nanodata.tokenizer import SPECIAL_TOKENS, load
-from nanodata.tokenizer_train import MIN_VOCAB, train_tokenizer
+from nanodata.tokenizer_train import MAX_VOCAB, MIN_VOCAB, train_tokenizer
+
+NANODATA = str(Path(sys.executable).with_name("nanodata"))
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +112,33 @@ def test_retrain_into_same_dir_is_not_served_from_cache(corpus_dir, tmp_path):
     assert max(big.encoding._mergeable_ranks.values()) == 400 - len(SPECIAL_TOKENS) - 1
 
 
-def test_vocab_too_small_names_parameter(corpus_dir, tmp_path):
-    with pytest.raises(NanodataError, match=f"--vocab-size must be >= {MIN_VOCAB}"):
-        train_tokenizer(corpus_dir, 100, tmp_path / "x")
+def test_vocab_out_of_range_names_parameter(corpus_dir, tmp_path):
+    for vocab_size in (100, MAX_VOCAB + 1):
+        with pytest.raises(NanodataError, match=f"--vocab-size must be between {MIN_VOCAB} .* and {MAX_VOCAB}, "
+                                                f"not {vocab_size}"):
+            train_tokenizer(corpus_dir, vocab_size, tmp_path / "x")
+
+
+def test_every_argument_is_checked_before_training(corpus_dir, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("a file the user keeps")
+    proc = subprocess.run([NANODATA, "tokenizer", "train", "--input", corpus_dir, "--vocab-size", "300",
+                           "--out", taken], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert f"--out {taken}: exists and is not a directory" in proc.stderr
+    assert taken.read_text() == "a file the user keeps"
+    out = tmp_path / "out"
+    cases = [((corpus_dir, 300, taken / "sub"), {}, f"--out {taken / 'sub'}: {taken} is not a directory"),
+             ((corpus_dir, 300, out), {"max_chars": 0}, "--max-chars must be >= 1, not 0"),
+             ((corpus_dir, 300, out), {"doc_cap": -5}, "--doc-cap must be >= 1, not -5"),
+             ((tmp_path / "missing", 300, out), {}, "data dir .*missing does not exist")]
+    for args, kwargs, message in cases:
+        with pytest.raises(NanodataError, match=message):
+            train_tokenizer(*args, **kwargs)
+    (corpus_dir / "shard_00002.parquet").write_bytes(b"PAR1 cut short")  # the last train file: read last
+    with pytest.raises(NanodataError, match=r"shard_00002\.parquet: not a readable parquet file"):
+        train_tokenizer(corpus_dir, 300, out)
+    assert not out.exists()
 
 
 def test_single_file_input_has_no_train_split(tmp_path):
