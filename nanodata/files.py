@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import google_crc32c
@@ -21,6 +22,7 @@ from nanodata.errors import NanodataError
 
 BLOCK = 1 << 20
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
 
 def temp_name(path: str | os.PathLike) -> Path:
@@ -69,7 +71,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in FULL
+    # numpy's tofile (np.save to a real file) reports a short fwrite as "N requested and M written", no errno
+    return isinstance(exc, OSError) and (exc.errno in FULL or exc.errno is None and SHORT_WRITE.search(str(exc)) is not None)
 
 
 def disk_full_error(path: str | os.PathLike) -> NanodataError:
