@@ -72,7 +72,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
 
 def is_disk_full(exc: BaseException) -> bool:
     # numpy's tofile (np.save to a real file) reports a short fwrite as "N requested and M written", no errno
-    return isinstance(exc, OSError) and (exc.errno in FULL or exc.errno is None and SHORT_WRITE.search(str(exc)) is not None)
+    if not isinstance(exc, OSError):
+        return False
+    return exc.errno in FULL or exc.errno is None and SHORT_WRITE.search(str(exc)) is not None
 
 
 def disk_full_error(path: str | os.PathLike) -> NanodataError:
