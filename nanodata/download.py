@@ -2,7 +2,9 @@
 
 Each file streams to NAME.tmp, must parse as parquet (footer + metadata), then is renamed
 into place, so the data dir only ever holds complete files. Files already present and
-valid are skipped, which makes a re-run resume an interrupted download.
+valid are skipped, which makes a re-run resume an interrupted download. Retries follow the
+one policy of nanodata.transfer (the one GCS uses too); a full disk stops the download
+with one line naming the file.
 """
 
 from __future__ import annotations
@@ -22,19 +24,23 @@ import requests
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
+from nanodata.files import temp_name
+from nanodata.transfer import CorruptTransfer, check_range, check_retry_args, land, with_retries
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = "shard_{index:05d}.parquet"
 CHUNK_BYTES = 1 << 20
-# Client errors that another attempt cannot fix (408 timeout and 429 rate limit can be fixed by waiting).
-PERMANENT_STATUS = frozenset(range(400, 500)) - {408, 429}
 # Failures that mean no HTTP server answered at all.
 UNREACHABLE_REASONS = frozenset({"host name does not resolve", "connection refused", "network unreachable"})
 
 
-class HostUnreachable(NanodataError):
-    """Every attempt failed before any HTTP response: offline, bad host name, nothing listening."""
+class FetchFailed(NanodataError):
+    """One file was not downloaded: a permanent HTTP status, or every attempt failed."""
+
+
+class HostUnreachable(FetchFailed):
+    """The last attempt failed before any HTTP response: offline, bad host name, nothing listening."""
 
 
 def shard_name(index: int, name_template: str = DEFAULT_TEMPLATE) -> str:
@@ -45,11 +51,28 @@ def shard_name(index: int, name_template: str = DEFAULT_TEMPLATE) -> str:
                             f"use a field named 'index', e.g. 'shard_{{index:05d}}.parquet'") from None
 
 
+def check_name_template(name_template: str) -> None:
+    """Shards need distinct plain file names: a template without {index} would write every shard to one file."""
+    first, second = shard_name(0, name_template), shard_name(1, name_template)
+    if first == second:
+        raise NanodataError(f"--name-template {name_template!r} gives every shard the name {first!r}; "
+                            f"include the field {{index}}")
+    if any(c in first for c in "/\\\n") or first in (".", ".."):
+        raise NanodataError(f"--name-template {name_template!r} must give a plain file name, not {first!r}")
+
+
 def check_base_url(base_url: str) -> str:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise NanodataError(f"--base-url must be an http(s) URL like https://host/path, not {base_url!r}")
     return base_url.rstrip("/")
+
+
+def check_fetch_args(base_url: str, name_template: str, attempts: int, backoff_base: float, timeout: float) -> None:
+    check_base_url(base_url)
+    check_name_template(name_template)
+    check_retry_args(attempts, backoff_base, backoff_flag="--backoff-base")
+    check_range("--timeout", timeout, 0, above=True)
 
 
 def is_valid_parquet(path: Path) -> bool:
@@ -58,6 +81,11 @@ def is_valid_parquet(path: Path) -> bool:
         return True
     except Exception:  # pyarrow raises ArrowInvalid/OSError for truncated or foreign bytes
         return False
+
+
+def check_parquet(path: Path) -> None:
+    if not is_valid_parquet(path):
+        raise CorruptTransfer("not a readable parquet file (truncated or wrong content)")
 
 
 def describe_error(exc: Exception) -> str:
@@ -84,15 +112,33 @@ def describe_error(exc: Exception) -> str:
     return str(exc)
 
 
-def _fetch(url: str, tmp: Path, timeout: float) -> None:
-    """One attempt: stream the body to tmp and check it is parquet. Raises on any failure."""
-    with requests.get(url, stream=True, timeout=timeout) as response:
-        response.raise_for_status()
-        with open(tmp, "wb") as f:
-            for chunk in response.iter_content(CHUNK_BYTES):
-                f.write(chunk)
-    if not is_valid_parquet(tmp):
-        raise ValueError("not a readable parquet file (truncated or wrong content)")
+def fetch(url: str, path: Path, *, attempts: int = 5, backoff: float = 2.0, timeout: float = 30.0,
+          verify=check_parquet) -> None:
+    """GET url into path under the one retry policy: each attempt streams the body to path's temp file,
+    verify(tmp) checks it, then it is committed. Raises FetchFailed (HostUnreachable) naming the file after
+    a permanent HTTP status or the last attempt; a full disk is a NanodataError at once."""
+    tries = 0
+
+    def attempt() -> None:
+        nonlocal tries
+        tries += 1
+        with requests.get(url, stream=True, timeout=timeout) as response:
+            response.raise_for_status()
+
+            def fill(f) -> None:
+                for chunk in response.iter_content(CHUNK_BYTES):
+                    f.write(chunk)
+
+            land(path, fill, verify)
+
+    try:
+        with_retries(attempt, path.name, attempts, backoff)
+    except (requests.RequestException, CorruptTransfer) as exc:
+        reason = describe_error(exc)
+        if reason in UNREACHABLE_REASONS:
+            raise HostUnreachable(f"cannot reach {urlsplit(url).netloc}: {reason} "
+                                  f"({path.name} not downloaded)") from None
+        raise FetchFailed(f"{path.name}: failed after {tries} attempt(s) ({reason}) from {url}") from None
 
 
 def download_single_file(index: int, base_url: str, data_dir: str | os.PathLike, *,
@@ -100,42 +146,18 @@ def download_single_file(index: int, base_url: str, data_dir: str | os.PathLike,
                          timeout: float = 30.0) -> Path:
     """Download shard `index` to data_dir unless a valid copy is there; returns its path.
 
-    Attempt k (1-based) that fails waits backoff_base**k seconds before the next one (2, 4, 8, 16 s).
-    Raises NanodataError naming the file after the last attempt (HostUnreachable if no attempt
-    ever got an HTTP response).
+    A failed attempt k (1-based) waits a random time up to backoff_base * 2**(k-1) seconds (at most 30)
+    before the next one: up to 2, 4, 8, 16 s by default. Raises FetchFailed naming the file after the
+    last attempt (HostUnreachable if the host did not answer at all).
     """
-    if attempts < 1:
-        raise NanodataError(f"--attempts must be >= 1, not {attempts}")
+    check_fetch_args(base_url, name_template, attempts, backoff_base, timeout)
     name = shard_name(index, name_template)
-    url = f"{check_base_url(base_url)}/{name}"
-    data_dir = Path(data_dir)
-    path = data_dir / name
+    path = Path(data_dir) / name
     if path.is_file() and is_valid_parquet(path):
         log.debug("%s: present and valid, skipped", name)
         return path
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(name + ".tmp")
-    reasons = []
-    try:
-        for attempt in range(1, attempts + 1):
-            try:
-                _fetch(url, tmp, timeout)
-                os.replace(tmp, path)
-                return path
-            except (requests.RequestException, ValueError, OSError) as exc:
-                reasons.append(describe_error(exc))
-                tmp.unlink(missing_ok=True)
-                status = getattr(getattr(exc, "response", None), "status_code", None)
-                if status in PERMANENT_STATUS:
-                    break
-                log.debug("%s: attempt %d/%d failed: %s", name, attempt, attempts, reasons[-1])
-                if attempt < attempts:
-                    time.sleep(backoff_base ** attempt)
-    finally:
-        tmp.unlink(missing_ok=True)  # also on KeyboardInterrupt: never leave a partial behind
-    if all(r in UNREACHABLE_REASONS for r in reasons):
-        raise HostUnreachable(f"cannot reach {urlsplit(url).netloc}: {reasons[-1]} ({name} not downloaded)")
-    raise NanodataError(f"{name}: failed after {len(reasons)} attempt(s) ({reasons[-1]}) from {url}")
+    fetch(f"{check_base_url(base_url)}/{name}", path, attempts=attempts, backoff=backoff_base, timeout=timeout)
+    return path
 
 
 def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike, *, workers: int = 4,
@@ -145,17 +167,18 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
 
     Returns {"downloaded": [names], "skipped": [names], "failed": {name: reason}, "unreachable": bool,
     "seconds": float}. Once the host proves unreachable, shards not yet started fail at once
-    instead of each waiting out its own retries.
+    instead of each waiting out its own retries. An error no other shard can escape (a full disk)
+    stops the download and is raised.
     """
-    if num_shards < 0:
-        raise NanodataError(f"--num-shards must be >= 0, not {num_shards}")
-    if workers < 1 or attempts < 1:
-        raise NanodataError(f"--workers and --attempts must be >= 1, not {workers} and {attempts}")
-    check_base_url(base_url)
+    check_range("--num-shards", num_shards, 0)
+    check_range("--workers", workers, 1)
+    check_fetch_args(base_url, name_template, attempts, backoff_base, timeout)
     data_dir = Path(data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise NanodataError(f"--dir {data_dir}: is a file, not a directory")
     names = [shard_name(i, name_template) for i in range(num_shards)]
     for name in names:  # partials left by a crashed run
-        (data_dir / (name + ".tmp")).unlink(missing_ok=True)
+        temp_name(data_dir / name).unlink(missing_ok=True)
     present = {n for n in names if (data_dir / n).is_file() and is_valid_parquet(data_dir / n)}
     host_down = threading.Event()
     result = {"downloaded": [], "skipped": sorted(present), "failed": {}, "unreachable": False}
@@ -181,8 +204,11 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
             try:
                 future.result()
                 result["downloaded"].append(name)
-            except NanodataError as exc:
+            except FetchFailed as exc:
                 result["failed"][name] = str(exc)
+            except NanodataError:
+                pool.shutdown(cancel_futures=True)  # shards not started yet are not attempted
+                raise
             bar.update(1)
     result["downloaded"].sort()
     result["failed"] = dict(sorted(result["failed"].items()))
@@ -213,7 +239,8 @@ def configure_parser(parser) -> None:
                         help="file name of shard {index}, Python format syntax (default: %(default)s)")
     parser.add_argument("--attempts", type=int, default=5, help="tries per file (default: 5)")
     parser.add_argument("--backoff-base", type=float, default=2.0,
-                        help="wait BASE**k seconds after failed attempt k: 2, 4, 8, 16 s (default: 2)")
+                        help="the first retry waits up to BASE seconds, doubling per retry (2, 4, 8, 16 s), at "
+                             "most 30, randomized (default: 2)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds without data before an attempt "
                                                                     "fails (default: 30)")
 

@@ -7,7 +7,9 @@ sentinel while a shard that landed between two listings was never copied. Here:
 - `--watch` keeps syncing until it sees the source's `_COMPLETE`, then lists once more;
 - a file whose size and crc32c already match at the destination is skipped, so a re-run
   after any failure copies exactly what is missing;
-- downloads land in `name.tmp`, are checked against the object's crc32c, then renamed.
+- downloads land in `name.tmp`, are checked against the object's crc32c, then renamed;
+- every GCS call runs under the one retry policy (nanodata.transfer), and a full local disk stops the sync
+  with one line naming the file (never retried, nothing partial under a final name).
 Writers' work files (`*.tmp`, `_*` such as `_progress.json`; `_COMPLETE` excepted) are not copied.
 """
 
@@ -17,7 +19,7 @@ import io
 import json
 import logging
 import os
-import random
+import re
 import shutil
 import threading
 import time
@@ -28,7 +30,8 @@ from pathlib import Path
 
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
-from nanodata.files import atomic_output, atomic_write, commit, disk_errors, file_digest, temp_name
+from nanodata.files import atomic_output, atomic_write, file_digest
+from nanodata.transfer import CorruptTransfer, check_range, check_retry_args, land, with_retries
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +64,32 @@ def safe_relative_name(name: str, where: str) -> str:
     return name
 
 
+# GCS bucket names: lowercase letters, digits, '.', '-', '_', starting and ending with a letter or digit;
+# 3-63 characters, or up to 222 with dots when each dot-separated part has at most 63
+BUCKET_NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
+
+
+def valid_bucket_name(name: str) -> bool:
+    parts = name.split(".")
+    return (BUCKET_NAME.fullmatch(name) is not None and 3 <= len(name) <= (222 if len(parts) > 1 else 63)
+            and all(1 <= len(part) <= 63 for part in parts))
+
+
 def parse_gs(uri: str) -> tuple[str, str] | None:
-    """gs://bucket/prefix → (bucket, 'prefix/'); a local path → None."""
+    """gs://bucket/prefix → (bucket, 'prefix/'); a local path → None; a malformed gs:// URI → NanodataError."""
     if not uri.startswith("gs://"):
+        if uri[:3].lower() == "gs:":  # gs:/b, GS://b: a typo, not a local directory named 'gs:'
+            raise NanodataError(f"{uri!r}: malformed gs:// URI (expected gs://bucket/prefix)")
         return None
     bucket, _, prefix = uri[len("gs://"):].partition("/")
     if not bucket:
-        raise NanodataError(f"{uri}: no bucket name (expected gs://bucket/prefix)")
+        raise NanodataError(f"{uri!r}: no bucket name (expected gs://bucket/prefix)")
+    if not valid_bucket_name(bucket):
+        raise NanodataError(f"{uri}: invalid bucket name {bucket!r}: GCS bucket names are 3-63 characters of "
+                            f"lowercase letters, digits, '.', '-' and '_', starting and ending with a letter or digit")
     prefix = prefix.strip("/")
+    if prefix and (any(p in ("", ".", "..") for p in prefix.split("/")) or "\n" in prefix or "\r" in prefix):
+        raise NanodataError(f"{uri!r}: malformed gs:// URI (empty, '.' or '..' path component, or a line break)")
     return bucket, (prefix + "/" if prefix else "")
 
 
@@ -102,38 +123,21 @@ def gcs_client():
     return client
 
 
-class CorruptTransfer(Exception):
-    """The bytes that arrived do not have the crc32c the source reported (retried like a dropped connection)."""
+def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None):
+    """The objects under a prefix, streamed page by page (never held whole), each page fetched under the one
+    retry policy: a listing's pages are requested while it is iterated, so wrapping the call alone retries nothing."""
+    token = None
+    while True:
+        def fetch_page():
+            blobs = gcs_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_token=token,
+                                            retry=None, timeout=TIMEOUT)
+            page = next(blobs.pages, None)
+            return ([] if page is None else list(page)), blobs.next_page_token
 
-
-def is_transient(exc: BaseException) -> bool:
-    import requests
-    from google.api_core import exceptions as api
-    from google.auth.exceptions import TransportError
-    from google.cloud.storage.exceptions import DataCorruption, InvalidResponse
-
-    if isinstance(exc, (api.TooManyRequests, api.ServerError, requests.ConnectionError, requests.Timeout,
-                        requests.exceptions.ChunkedEncodingError, ConnectionError, TimeoutError, TransportError,
-                        DataCorruption, CorruptTransfer)):
-        return True
-    if isinstance(exc, InvalidResponse):
-        status = getattr(exc.response, "status_code", 0)
-        return status == 429 or status >= 500
-    return False
-
-
-def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5):
-    """fn() with exponential backoff (plus jitter) on 429, 5xx, dropped connections and corrupt transfers."""
-    for attempt in range(attempts):
-        try:
-            return fn()
-        except Exception as exc:
-            if attempt == attempts - 1 or not is_transient(exc):
-                raise
-            delay = min(backoff * 2 ** attempt, 30.0) * (0.5 + random.random())
-            log.warning("%s: %s: %s; retry %d/%d in %.1fs", what, type(exc).__name__, str(exc)[:200],
-                        attempt + 1, attempts - 1, delay)
-            time.sleep(delay)
+        items, token = with_retries(fetch_page, what)
+        yield from items
+        if not token:
+            return
 
 
 # ---------------------------------------------------------------- the two kinds of side
@@ -167,18 +171,12 @@ class LocalSide:
 
     def receive(self, name: str, expected: Entry, fill) -> None:
         """fill(fileobj) writes the bytes to `name.tmp`; renamed into place only if the crc32c matches."""
-        path = self.path(safe_relative_name(name, self.uri))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_name(path)
-        try:
-            with disk_errors(path), open(tmp, "wb") as f:
-                fill(f)
+        def verify(tmp: Path) -> None:
             got = file_digest(tmp, "crc32c")
             if got != expected.crc32c:
                 raise CorruptTransfer(f"{name}: crc32c {got} after transfer, source says {expected.crc32c}")
-            commit(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)  # a failed attempt leaves nothing behind
+
+        land(self.path(safe_relative_name(name, self.uri)), fill, verify)
 
     def delete(self, name: str) -> None:
         self.path(name).unlink()
@@ -195,12 +193,9 @@ class GcsSide:
     def list(self) -> dict[str, Entry]:
         from google.api_core.exceptions import NotFound
 
-        def fetch():
-            blobs = gcs_client().list_blobs(self.bucket_name, prefix=self.prefix, retry=None, timeout=TIMEOUT)
-            return [(b.name, b.size, b.crc32c) for b in blobs]
-
         try:
-            listing = with_retries(fetch, f"list {self.uri}")
+            blobs = iter_blobs(self.bucket_name, self.prefix, f"list {self.uri}")
+            listing = [(b.name, b.size, b.crc32c) for b in blobs]
         except NotFound:
             raise NanodataError(f"{self.uri}: bucket {self.bucket_name!r} does not exist") from None
         out = {}
@@ -228,8 +223,8 @@ def open_side(uri: str | os.PathLike):
     return GcsSide(uri) if parse_gs(uri) else LocalSide(uri)
 
 
-def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float) -> Entry:
-    """Copy one file with retries; returns the version copied (size, crc32c)."""
+def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float, deadline: float | None = None) -> Entry:
+    """Copy one file under the one retry policy; returns the version copied (size, crc32c)."""
     def attempt() -> Entry:
         if isinstance(dst, GcsSide):
             entry = src.entry(name)  # as the file is now: a writer may have finished it since the listing
@@ -239,7 +234,7 @@ def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float) 
             dst.receive(name, entry, lambda f: src.read_into(name, f))
         return entry
 
-    return with_retries(attempt, f"{src.uri}/{name} -> {dst.uri}/{name}", attempts, backoff)
+    return with_retries(attempt, f"{src.uri}/{name} -> {dst.uri}/{name}", attempts, backoff, deadline)
 
 
 # ---------------------------------------------------------------- sync
@@ -247,9 +242,9 @@ def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float) 
 class _Run:
     """One sync run's state across watch passes: what it has handled and the running totals."""
 
-    def __init__(self, src, dst, workers: int, delete: bool, attempts: int, backoff: float):
+    def __init__(self, src, dst, workers: int, delete: bool, attempts: int, backoff: float, deadline: float | None):
         self.src, self.dst, self.workers, self.delete = src, dst, workers, delete
-        self.attempts, self.backoff = attempts, backoff
+        self.attempts, self.backoff, self.deadline = attempts, backoff, deadline
         self.done: dict[str, Entry] = {}  # names this run copied or found matching, with the version seen
         self.failing: set[str] = set()  # names whose latest attempt failed (a later watch pass may fix them)
         self.totals = {"uploaded": 0, "bytes": 0, "skipped": 0, "deleted": 0}
@@ -272,9 +267,10 @@ class _Run:
 
         def one(name: str):
             try:
-                return name, copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff)
+                return name, copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff,
+                                      self.deadline)
             except NanodataError:
-                raise
+                raise  # no other file can fare better (a full disk, a hostile name): the sync stops
             except Exception as exc:
                 return name, exc
 
@@ -282,18 +278,22 @@ class _Run:
 
         failed = 0
         with ThreadPoolExecutor(max(1, min(self.workers, len(todo)))) as pool:
-            for name, outcome in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
-                                      disable=None, leave=False):
-                if isinstance(outcome, Entry):
-                    self.done[name] = outcome
-                    self.failing.discard(name)
-                    self.totals["uploaded"] += 1
-                    self.totals["bytes"] += outcome.size
-                else:
-                    failed += 1
-                    self.failing.add(name)
-                    log.error("sync %s: failed after %d attempts: %s: %s", name, self.attempts,
-                              type(outcome).__name__, str(outcome)[:300])
+            try:
+                for name, outcome in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
+                                          disable=None, leave=False):
+                    if isinstance(outcome, Entry):
+                        self.done[name] = outcome
+                        self.failing.discard(name)
+                        self.totals["uploaded"] += 1
+                        self.totals["bytes"] += outcome.size
+                    else:
+                        failed += 1
+                        self.failing.add(name)
+                        log.error("sync %s: not copied: %s: %s", name, type(outcome).__name__,
+                                  " ".join(str(outcome).split())[:300])
+            except NanodataError:
+                pool.shutdown(cancel_futures=True)  # files not started yet are not attempted
+                raise
         return failed
 
     def run_pass(self, listing: dict[str, Entry], final: bool) -> None:
@@ -335,16 +335,31 @@ class _Run:
         return [n for n in named if n not in present]
 
 
-def sync(src: str | os.PathLike, dst: str | os.PathLike, *, workers: int = 8, watch: bool = False,
-         delete: bool = False, poll_interval: float = 5.0, attempts: int = 5, backoff: float = 0.5) -> dict:
-    """Copy every finished file of SRC to DST (see module doc). Returns the totals:
-    {"uploaded", "bytes", "skipped", "failed", "deleted", "failed_names", "passes", "complete", "seconds"}."""
-    started = time.perf_counter()
-    run = _Run(open_side(src), open_side(dst), workers, delete, attempts, backoff)
-    if isinstance(run.src, GcsSide) and isinstance(run.dst, GcsSide):
+def check_sync_args(src, dst, workers, watch, poll_interval, attempts, backoff, deadline) -> None:
+    """Every argument of a sync, before any work: one line naming the parameter and its value."""
+    src_side, dst_side = open_side(src), open_side(dst)  # malformed gs:// URIs and bucket names
+    if isinstance(src_side, GcsSide) and isinstance(dst_side, GcsSide):
         raise NanodataError(f"{src} -> {dst}: one side of a sync must be a local directory")
-    if isinstance(run.src, LocalSide) and not watch and not run.src.root.is_dir():
-        raise NanodataError(f"{src}: source directory does not exist")
+    if isinstance(src_side, LocalSide) and not src_side.root.is_dir() and (src_side.root.exists() or not watch):
+        raise NanodataError(f"{src}: source directory does not exist"
+                            + (" (it is a file)" if src_side.root.exists() else ""))
+    if isinstance(dst_side, LocalSide) and dst_side.root.exists() and not dst_side.root.is_dir():
+        raise NanodataError(f"{dst}: destination is a file, not a directory")
+    check_range("--workers", workers, 1)
+    check_range("--poll-interval", poll_interval, 0, above=True)
+    check_retry_args(attempts, backoff, deadline)
+
+
+def sync(src: str | os.PathLike, dst: str | os.PathLike, *, workers: int = 8, watch: bool = False,
+         delete: bool = False, poll_interval: float = 5.0, attempts: int = 5, backoff: float = 0.5,
+         deadline: float | None = None) -> dict:
+    """Copy every finished file of SRC to DST (see module doc). `attempts`, `backoff` (first wait, doubling)
+    and `deadline` (seconds) set the retry policy per file. Returns the totals:
+    {"uploaded", "bytes", "skipped", "failed", "deleted", "failed_names", "passes", "complete", "seconds"}."""
+    src, dst = os.fspath(src), os.fspath(dst)
+    check_sync_args(src, dst, workers, watch, poll_interval, attempts, backoff, deadline)
+    started = time.perf_counter()
+    run = _Run(open_side(src), open_side(dst), workers, delete, attempts, backoff, deadline)
     passes = 0
     while True:
         listing = run.src.list()
@@ -571,9 +586,7 @@ def list_names(uri_prefix: str | os.PathLike) -> list[str]:
         root = Path(uri_prefix)
         return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
     bucket, prefix = gs
-    names = with_retries(lambda: [b.name for b in gcs_client().list_blobs(bucket, prefix=prefix, retry=None,
-                                                                           timeout=TIMEOUT)], f"list {uri_prefix}")
-    return sorted(n[len(prefix):] for n in names)
+    return sorted(b.name[len(prefix):] for b in iter_blobs(bucket, prefix, f"list {uri_prefix}"))
 
 
 # ---------------------------------------------------------------- CLI
@@ -593,15 +606,17 @@ def configure_parser(parser) -> None:
     parser.add_argument("--poll-interval", type=float, default=5.0,
                         help="seconds between listings in --watch mode (default: 5)")
     parser.add_argument("--attempts", type=int, default=5,
-                        help="tries per file on 429/5xx/dropped connections, with exponential backoff (default: 5)")
+                        help="tries per file on 408/429/5xx/dropped connections/corrupt transfers (default: 5)")
+    parser.add_argument("--backoff", type=float, default=0.5,
+                        help="seconds the first retry waits at most, doubling per retry up to 30, randomized "
+                             "(default: 0.5)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds after which a file is no longer retried (default: no limit)")
 
 
 def run(args) -> int:
-    if args.workers < 1:
-        raise NanodataError(f"--workers must be >= 1, not {args.workers}")
-    if args.poll_interval <= 0:
-        raise NanodataError(f"--poll-interval must be > 0, not {args.poll_interval}")
     totals = sync(args.src, args.dst, workers=args.workers, watch=args.watch, delete=args.delete,
-                  poll_interval=args.poll_interval, attempts=args.attempts)
+                  poll_interval=args.poll_interval, attempts=args.attempts, backoff=args.backoff,
+                  deadline=args.deadline)
     print(summary_line(totals))
     return 1 if totals["failed"] else 0

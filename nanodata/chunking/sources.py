@@ -217,8 +217,7 @@ def tree_files(root: str, extensions: tuple[str, ...]):
         yield from _local_tree(root, "", extensions, os.path.realpath(root))
         return
     bucket, prefix = storage.parse_gs(root.rstrip("/") + "/")
-    blobs = storage.with_retries(lambda: storage.gcs_client().list_blobs(bucket, prefix=prefix, retry=None,
-                                                                         timeout=storage.TIMEOUT), f"list {root}")
+    blobs = storage.iter_blobs(bucket, prefix, f"list {root}")
     found = False
     for blob in blobs:  # pages are fetched as the iteration goes: the listing is never held whole
         rel = blob.name[len(prefix):]

@@ -3,6 +3,7 @@
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -87,13 +88,18 @@ def test_malformed_base_url_is_rejected_before_any_attempt(url, tmp_path):
     assert not (tmp_path / "data").exists()
 
 
-def test_backoff_schedule_is_2_4_8_16(remote, tmp_path, monkeypatch):
+def test_backoff_is_exponential_with_jitter_up_to_2_4_8_16(remote, tmp_path, monkeypatch, caplog):
     waits = []
-    monkeypatch.setattr(download.time, "sleep", waits.append)
+    monkeypatch.setattr(time, "sleep", waits.append)  # the stdlib clock the retry policy sleeps on
     remote.faults = {"shard_00000.parquet": ["500"] * 5}
     with pytest.raises(NanodataError, match="5 attempt"):
         download_single_file(0, remote.url, tmp_path / "data")
-    assert waits == [2.0, 4.0, 8.0, 16.0]
+    assert len(waits) == 4 and all(0 <= w <= ceiling for w, ceiling in zip(waits, [2, 4, 8, 16]))
+    assert len(set(waits)) == 4  # randomized, so parallel downloads do not retry in lockstep
+    retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert [m.split("; ")[-1] for m in retries] == [f"retry {k}/4 in up to {c:.2f}s" for k, c in
+                                                    zip(range(1, 5), [2, 4, 8, 16])]
+    assert all(m.startswith("shard_00000.parquet: HTTPError") for m in retries)
 
 
 def test_present_valid_files_skipped_corrupt_ones_replaced(remote, tmp_path):
@@ -126,7 +132,7 @@ def test_unreachable_host_fails_fast_and_leaves_nothing(tmp_path):
     first = result["failed"]["shard_00000.parquet"]
     assert first.startswith("cannot reach 127.0.0.1") and "connection refused" in first
     assert "not attempted" in result["failed"]["shard_00005.parquet"]
-    assert not list((tmp_path / "data").iterdir())
+    assert not (tmp_path / "data").exists()  # not even the directory: nothing arrived
 
 
 def test_unresolvable_host_name(tmp_path):

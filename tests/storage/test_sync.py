@@ -7,7 +7,7 @@ import time
 import pytest
 from google.cloud import storage as gcs
 
-from nanodata import storage
+from nanodata import storage, transfer
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
 from nanodata.files import file_digest
@@ -206,21 +206,25 @@ def test_missing_bucket_and_two_remote_sides(tmp_path, gcs_emulator):
     with pytest.raises(NanodataError, match="does not exist"):
         storage.sync(tmp_path, "gs://no-such-bucket-here/p")
     with pytest.raises(NanodataError, match="must be a local directory"):
-        storage.sync("gs://a/p", "gs://b/q")
+        storage.sync("gs://bucket-a/p", "gs://bucket-b/q")
 
 
 def test_transient_errors_are_the_retryable_ones():
     import requests
     from google.api_core import exceptions as api
 
-    assert storage.is_transient(api.TooManyRequests("slow down"))
-    assert storage.is_transient(api.ServiceUnavailable("503"))
-    assert storage.is_transient(api.InternalServerError("500"))
-    assert storage.is_transient(requests.ConnectionError("reset"))
-    assert storage.is_transient(storage.CorruptTransfer("crc"))
-    assert not storage.is_transient(api.NotFound("404"))
-    assert not storage.is_transient(api.Forbidden("403"))
-    assert not storage.is_transient(ValueError("bug"))
+    def http_error(status):
+        response = requests.Response()
+        response.status_code = status
+        return requests.HTTPError(f"{status}", response=response)
+
+    for exc in (api.TooManyRequests("slow down"), api.ServiceUnavailable("503"), api.InternalServerError("500"),
+                requests.ConnectionError("reset"), requests.ReadTimeout("slow"), TimeoutError(),
+                transfer.CorruptTransfer("crc"), http_error(500), http_error(503), http_error(429), http_error(408)):
+        assert transfer.is_transient(exc), exc
+    for exc in (api.NotFound("404"), api.Forbidden("403"), ValueError("bug"), http_error(404), http_error(403),
+                OSError(28, "No space left on device"), NanodataError("disk full")):
+        assert not transfer.is_transient(exc), exc
 
 
 def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
