@@ -8,12 +8,15 @@ read, so nothing written before the marker is missed), when it has not grown for
 newline handed out.
 
 Blocks of whole lines are parsed by Arrow's JSON reader when they are clean and line by line
-when they are not, so bad lines (invalid JSON, missing/non-string/empty text, ...) are reported
-by kind and line while clean input runs at C++ speed.
+when they are not, so bad lines (not UTF-8, invalid JSON, missing/non-string/empty text, ...) are
+reported by kind and line while clean input runs at C++ speed. A line gets the same verdict and
+values on either path, so the output never depends on where the blocks were cut (a resumed run
+cuts them elsewhere).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import time
@@ -83,7 +86,7 @@ def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = Fals
 def line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) byte positions of each line in a block; `end` is just past its newline."""
     ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
-    if not block.endswith(b"\n"):
+    if block and not block.endswith(b"\n"):
         ends = np.append(ends, len(block))
     starts = np.concatenate(([0], ends[:-1]))
     return starts, ends
@@ -96,6 +99,8 @@ SCHEMA = pa.schema([("text", pa.string()), ("n_tokens", pa.int64()), ("mode", pa
 META_STR = ("mode", "source", "kind")  # the chunker's string metadata; n_tokens is the other column
 # a superset of the characters str.strip() removes: a text made only of these might be "empty"
 MAYBE_BLANK = r"^[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
+JSON_SPACE = np.zeros(256, dtype=bool)
+JSON_SPACE[[9, 10, 13, 32]] = True  # the only whitespace JSON allows between tokens
 
 
 class BadLine(Exception):
@@ -109,14 +114,40 @@ class ParsedBlock:
     table: pa.Table  # the good rows, in line order
     lines: np.ndarray  # index (within the block) of the line each row came from
     bad: list[tuple[int, str, str]]  # (line index, kind, detail) of every bad line
+    starts: np.ndarray  # byte position of each line in the block
+    ends: np.ndarray  # just past each line's newline
+
+
+def _parse_int(digits: str) -> int | float:
+    # Python refuses to convert ints of over 4300 digits, which Arrow's reader skips in fields it ignores
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
+
+
+def _load_line(line: bytes):
+    try:
+        decoded = line.decode("utf-8-sig")  # a byte order mark starting the line is skipped, as Arrow skips it
+    except UnicodeDecodeError as exc:
+        raise BadLine("not_utf8", f"byte {exc.start + 1} of the line is not UTF-8 ({exc.reason})") from None
+    try:
+        return json.loads(decoded, parse_int=_parse_int)
+    except ValueError as exc:
+        raise BadLine("invalid_json", str(exc)) from None
 
 
 def parse_doc(line: bytes) -> tuple:
     """One JSONL line → a row in SCHEMA order; raises BadLine."""
     try:
-        obj = json.loads(line)
-    except ValueError as exc:  # includes invalid UTF-8
-        raise BadLine("invalid_json", str(exc)) from None
+        obj = _load_line(line)
+    except RecursionError:
+        # nested deeper than Python's parser goes: Arrow's reader (the fast path) has no such limit, so its
+        # verdict is taken, and the line fares the same whichever path its block takes
+        table = _parse_block_fast(line, np.zeros(1, dtype=np.int64))
+        if table is None:
+            raise BadLine("invalid_json", "nested too deeply for Python's JSON parser, and not a good doc") from None
+        return tuple(table.to_pylist()[0].values())
     if not isinstance(obj, dict):
         raise BadLine("not_an_object", f"a JSON {type(obj).__name__}, not an object")
     if "text" not in obj:
@@ -147,11 +178,27 @@ def rows_to_table(rows: list[tuple]) -> pa.Table:
     return pa.table([pa.array(col, type=field.type) for col, field in zip(columns, SCHEMA)], schema=SCHEMA)
 
 
-def _parse_block_fast(block: bytes, n_lines: int) -> pa.Table | None:
+def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
+    """Valid UTF-8, no blank line, no leading byte order mark. Arrow's reader checks none of these: it reads
+    invalid UTF-8 into strings, and skips a blank line (or a BOM-only first line), so such a line next to a
+    line holding two objects would pass its row count."""
+    if block.startswith(codecs.BOM_UTF8):
+        return False
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    content = ~JSON_SPACE[np.frombuffer(block, dtype=np.uint8)]
+    return bool(np.logical_or.reduceat(content, starts).all())
+
+
+def _parse_block_fast(block: bytes, starts: np.ndarray) -> pa.Table | None:
     """Arrow's C++ JSON reader, accepted only when every line is a good doc (else None).
 
     Whatever it accepts, parse_doc accepts with the same values, so which path a line takes
-    never changes the output (a resumed run cuts blocks at other places)."""
+    never changes the output."""
+    if not _plain_lines(block, starts):
+        return None
     try:
         table = pj.read_json(pa.BufferReader(block),
                              read_options=pj.ReadOptions(use_threads=False, block_size=max(len(block), 1 << 20)),
@@ -159,7 +206,7 @@ def _parse_block_fast(block: bytes, n_lines: int) -> pa.Table | None:
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     text = table.column("text")
-    if (table.num_rows != n_lines  # blank lines vanish, two objects on a line become two rows
+    if (table.num_rows != len(starts)  # no line is blank, so this means one object per line
             or text.null_count
             or pc.any(pc.less(table.column("n_tokens"), 0)).as_py()
             or pc.any(pc.match_substring_regex(text, MAYBE_BLANK)).as_py()):
@@ -167,17 +214,17 @@ def _parse_block_fast(block: bytes, n_lines: int) -> pa.Table | None:
     return table
 
 
-def parse_block(block: bytes, n_lines: int) -> ParsedBlock:
-    """Parse a block of `n_lines` whole lines: the fast path for clean blocks, line by line otherwise."""
-    table = _parse_block_fast(block, n_lines)
+def parse_block(block: bytes) -> ParsedBlock:
+    """Parse a block of whole lines: the fast path for clean blocks, line by line otherwise."""
+    starts, ends = line_bounds(block)
+    table = _parse_block_fast(block, starts) if len(starts) else None
     if table is not None:
-        return ParsedBlock(table, np.arange(n_lines), [])
-    lines = block.split(b"\n")[:n_lines]
+        return ParsedBlock(table, np.arange(len(starts)), [], starts, ends)
     rows, index, bad = [], [], []
-    for i, line in enumerate(lines):
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
         try:
-            rows.append(parse_doc(line))
+            rows.append(parse_doc(block[start:end].rstrip(b"\n")))
             index.append(i)
         except BadLine as exc:
             bad.append((i, exc.kind, str(exc)))
-    return ParsedBlock(rows_to_table(rows), np.array(index, dtype=np.int64), bad)
+    return ParsedBlock(rows_to_table(rows), np.array(index, dtype=np.int64), bad, starts, ends)

@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 from nanodata import __version__
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
-from nanodata.jsonl import SCHEMA, line_bounds, parse_block, read_blocks
-from nanodata.files import file_digest
+from nanodata.files import atomic_output, atomic_write, disk_errors, file_digest
+from nanodata.jsonl import SCHEMA, parse_block, read_blocks
 
 log = logging.getLogger(__name__)
 
@@ -59,28 +59,7 @@ def val_mask(texts: pa.ChunkedArray, val_fraction: float) -> np.ndarray:
 
 
 def file_digests(path: Path) -> dict:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            sha.update(block)
-    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest(), "crc32c": file_digest(path, "crc32c")}
-
-
-def fsync_write(path: Path, data: bytes) -> None:
-    """Write whole-or-nothing: temp file, fsync, rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def fsync_rename(tmp: Path, path: Path) -> dict:
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return file_digests(path)
+    return {"bytes": path.stat().st_size, "sha256": file_digest(path, "sha256"), "crc32c": file_digest(path, "crc32c")}
 
 
 class Converter:
@@ -116,10 +95,11 @@ class Converter:
 
     def save_progress(self, spool=None) -> None:
         if spool is not None:  # the val lines the checkpoint counts must be on disk before it
-            spool.flush()
-            os.fsync(spool.fileno())
+            with disk_errors(spool.name):
+                spool.flush()
+                os.fsync(spool.fileno())
             self.state["val_spool_bytes"] = spool.tell()
-        fsync_write(self.out / PROGRESS, json.dumps({"params": self.params, "state": self.state}).encode())
+        atomic_write(self.out / PROGRESS, json.dumps({"params": self.params, "state": self.state}))
 
     # -- steps
     def bad_line(self, kind: str, detail: str, where: str) -> None:
@@ -137,13 +117,13 @@ class Converter:
         self.chunks, self.buffered = [], 0
         order = np.random.default_rng([self.params["seed"], index]).permutation(table.num_rows)
         path = self.out / shard_name(index)
-        tmp = path.with_name(path.name + ".tmp")
-        # one contiguous chunk, so the bytes do not depend on where the input blocks were cut
-        pq.write_table(table.take(order).combine_chunks(), tmp, row_group_size=self.params["row_group_size"],
-                       compression=self.params["compression"])
+        with atomic_output(path) as f:
+            # one contiguous chunk, so the bytes do not depend on where the input blocks were cut
+            pq.write_table(table.take(order).combine_chunks(), f, row_group_size=self.params["row_group_size"],
+                           compression=self.params["compression"])
         n_tokens = table.column("n_tokens")
         tokens = (pc.sum(n_tokens).as_py() or 0) if n_tokens.null_count == 0 else None
-        self.state["shards"].append({"name": path.name, "rows": table.num_rows, **fsync_rename(tmp, path),
+        self.state["shards"].append({"name": path.name, "rows": table.num_rows, **file_digests(path),
                                      "tokens": tokens})
         self.save_progress(spool)
 
@@ -152,8 +132,8 @@ class Converter:
 
         The block is handled in segments that end at the line completing a shard, so the checkpoint
         written there covers exactly the lines before it: their bad-line counts and val rows, no more."""
-        starts, ends = line_bounds(block)
-        parsed = parse_block(block, len(ends))
+        parsed = parse_block(block)
+        starts, ends = parsed.starts, parsed.ends
         val = val_mask(parsed.table.column("text"), self.params["val_fraction"])
         rows_per_file = self.params["rows_per_file"]
         cuts = np.flatnonzero(~val)[rows_per_file - self.buffered - 1::rows_per_file].tolist()
@@ -183,7 +163,8 @@ class Converter:
             lo_row = hi_row
 
     def convert(self, follow: bool, idle_timeout: float, progress) -> None:
-        with open(self.out / VAL_SPOOL, "ab+") as spool:
+        # every other file has its own disk_errors, so a full disk met here is the spool's
+        with disk_errors(self.out / VAL_SPOOL), open(self.out / VAL_SPOOL, "ab+") as spool:
             if spool.seek(0, os.SEEK_END) < self.state["val_spool_bytes"]:
                 raise NanodataError(f"{self.out / VAL_SPOOL}: shorter than {PROGRESS} records; use a fresh --out")
             spool.truncate(self.state["val_spool_bytes"])  # drop val lines read after the last checkpoint
@@ -207,12 +188,11 @@ class Converter:
                             self.out, self.params["val_fraction"])
             return None
         path = self.out / VAL_NAME
-        tmp = path.with_name(path.name + ".tmp")
         group = self.params["row_group_size"]
         pending = []
-        with pq.ParquetWriter(tmp, SCHEMA, compression=self.params["compression"]) as writer:
+        with atomic_output(path) as f, pq.ParquetWriter(f, SCHEMA, compression=self.params["compression"]) as writer:
             for _, block in read_blocks(self.out / VAL_SPOOL):
-                pending.append(parse_block(block, len(line_bounds(block)[1])).table)
+                pending.append(parse_block(block).table)
                 table = pa.concat_tables(pending)
                 whole = table.num_rows - table.num_rows % group  # row groups of exactly `group` rows
                 if whole:
@@ -221,7 +201,7 @@ class Converter:
             table = pa.concat_tables(pending)
             if table.num_rows:
                 writer.write_table(table.combine_chunks(), row_group_size=group)
-        return {"name": VAL_NAME, "rows": self.state["val_rows"], **fsync_rename(tmp, path)}
+        return {"name": VAL_NAME, "rows": self.state["val_rows"], **file_digests(path)}
 
     def manifest(self, val: dict | None) -> dict:
         shards = self.state["shards"]
@@ -230,21 +210,36 @@ class Converter:
                 "created_by": f"nanodata {__version__} to-parquet"}
 
 
-def check_params(inputs, rows_per_file, row_group_size, val_fraction, compression, on_error, idle_timeout) -> None:
+def check_params(inputs, out: Path, rows_per_file, row_group_size, val_fraction, seed, compression, on_error,
+                 follow, idle_timeout) -> None:
     if not inputs:
         raise NanodataError("--input: at least one JSONL file is needed")
+    for path in map(Path, inputs):
+        if path.is_dir():
+            raise NanodataError(f"--input {path}: is a directory; give JSONL files")
+        if not follow and not path.is_file():  # a followed input may appear later
+            raise NanodataError(f"--input {path}: input file does not exist")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
     if rows_per_file < 1:
         raise NanodataError(f"--rows-per-file must be >= 1, not {rows_per_file}")
     if row_group_size < 1:
         raise NanodataError(f"--row-group-size must be >= 1, not {row_group_size}")
     if not 0 <= val_fraction < 1:
         raise NanodataError(f"--val-fraction must be in [0, 1), not {val_fraction}")
+    if seed < 0:  # the shuffle's RNG takes non-negative seeds only
+        raise NanodataError(f"--seed must be >= 0, not {seed}")
     if compression not in COMPRESSIONS:
         raise NanodataError(f"--compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     if on_error not in ("skip", "fail"):
         raise NanodataError(f"--on-error must be 'skip' or 'fail', not {on_error!r}")
-    if idle_timeout < 0:
+    if not idle_timeout >= 0:  # NaN too: it would never end a followed input
         raise NanodataError(f"--idle-timeout must be >= 0, not {idle_timeout}")
+
+
+def bad_summary(bad_lines: dict) -> str:
+    return ", ".join(f"{v['count']} {kind}" for kind, v in sorted(bad_lines.items())) or "none"
 
 
 def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_size: int = 1024,
@@ -252,9 +247,11 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
                      compression: str = "zstd", on_error: str = "skip") -> dict:
     """Convert JSONL docs into parquet shards in out_dir (resuming a crashed run there); returns the manifest."""
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    check_params(inputs, rows_per_file, row_group_size, val_fraction, compression, on_error, idle_timeout)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_params(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error, follow,
+                 idle_timeout)
+    with disk_errors(out):
+        out.mkdir(parents=True, exist_ok=True)
     conv = Converter(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error)
     if not conv.load_progress():
         foreign = sorted(p.name for p in out.iterdir() if p.suffix == ".parquet" or p.name == MANIFEST)
@@ -265,7 +262,8 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
     if conv.state["complete"]:
         log.info("%s is already complete; nothing to do", out)
         if not (out / COMPLETE).is_file():  # killed between writing it and the last checkpoint
-            fsync_write(out / COMPLETE, b"")
+            atomic_write(out / COMPLETE, b"")
+        (out / VAL_SPOOL).unlink(missing_ok=True)  # killed before removing it
         return json.loads((out / MANIFEST).read_text())
     (out / COMPLETE).unlink(missing_ok=True)  # whatever is here is about to change
     for stale in out.glob("*.tmp"):  # partial writes of a killed run
@@ -282,16 +280,20 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
         progress()
         conv.convert(follow, idle_timeout, progress)
 
+    if not conv.state["shards"] and not conv.state["val_rows"]:  # a corpus of nothing is not complete
+        bad = conv.state["bad_lines"]
+        raise NanodataError(f"--input {' '.join(conv.params['inputs'])}: no good doc, "
+                            f"{sum(v['count'] for v in bad.values())} bad line(s) ({bad_summary(bad)}); "
+                            f"no shard, {MANIFEST} or {COMPLETE} written to {out}")
     manifest = conv.manifest(conv.write_val())
-    fsync_write(out / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
-    fsync_write(out / COMPLETE, b"")
+    atomic_write(out / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
+    atomic_write(out / COMPLETE, b"")
     conv.state["complete"] = True
     conv.save_progress()
     (out / VAL_SPOOL).unlink(missing_ok=True)
-    bad = sum(v["count"] for v in manifest["bad_lines"].values())
-    log.info("%s: %d shard(s), %d train rows, %d val rows, %d bad line(s) %s", out, len(manifest["shards"]),
-             manifest["total_rows"] - conv.state["val_rows"], conv.state["val_rows"], bad,
-             {k: v["count"] for k, v in manifest["bad_lines"].items()})
+    log.info("%s: %d shard(s), %d train rows, %d val rows, bad lines: %s", out, len(manifest["shards"]),
+             manifest["total_rows"] - conv.state["val_rows"], conv.state["val_rows"],
+             bad_summary(manifest["bad_lines"]))
     return manifest
 
 

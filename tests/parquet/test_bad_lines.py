@@ -1,5 +1,7 @@
 """Bad input lines: skipped and counted by kind with their line numbers, or fatal with --on-error fail."""
 
+import json
+
 import pytest
 from jsonl_corpus import make_records, read_rows, write_jsonl
 
@@ -37,7 +39,7 @@ def test_each_kind_of_bad_line_is_skipped_and_counted(tmp_path):
     expected = {}
     for i, line in enumerate(lines):
         expected.setdefault(BAD[line], []).append(f"{path}:{2 * i + 2}")
-    expected["invalid_json"].append(f"{path}:{len(good) + len(lines) + 1}")
+    expected["not_utf8"] = [f"{path}:{len(good) + len(lines) + 1}"]
     assert {k: v["count"] for k, v in manifest["bad_lines"].items()} == {k: len(v) for k, v in expected.items()}
     for kind, where in expected.items():
         assert manifest["bad_lines"][kind]["first_lines"] == where[:5]
@@ -91,3 +93,44 @@ def test_output_does_not_depend_on_block_cuts_or_parse_path(tmp_path, monkeypatc
     assert {k: v for k, v in file_bytes(tmp_path / "b").items() if k != "manifest.json"} == \
         {k: v for k, v in bytes_a.items() if k != "manifest.json"}
     assert file_bytes(tmp_path / "c") == bytes_a
+
+
+def test_a_line_that_is_not_utf8_is_a_bad_line_never_a_row(tmp_path, capsys):
+    """Well-formed JSON in Latin-1 among clean lines: Arrow's reader took it as a (broken) string."""
+    path = write_jsonl(tmp_path / "latin1.jsonl", make_records(3))
+    with open(path, "ab") as f:
+        f.write('{"text": "caf\u00e9"}\n'.encode("latin-1"))
+    out = tmp_path / "out"
+    assert cli_main(["to-parquet", "--input", str(path), "--out", str(out), "--val-fraction", "0"]) == 0
+    assert "3 rows, 1 bad line(s)" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["bad_lines"] == {"not_utf8": {"count": 1, "first_lines": [f"{path}:4"]}}
+    texts = [r["text"] for rs in read_rows(out, manifest).values() for r in rs]  # decodes every string
+    assert sorted(texts) == sorted(r["text"] for r in make_records(3))
+
+
+def test_bad_line_accounting_does_not_depend_on_block_size(tmp_path, monkeypatch):
+    """Each kind of tricky line among clean ones: where the blocks are cut (a resumed run cuts them at its
+    checkpoint) must not change a single byte of the output, manifest included."""
+    import nanodata.jsonl
+    from jsonl_corpus import file_bytes
+
+    records = make_records(400, seed=4)
+    tricky = [b"{broken", '{"text": "caf\u00e9"}'.encode("latin-1"), b"", b'{"text": "a"} {"text": "b"}',
+              b"   ", b'\xef\xbb\xbf{"text": "after a BOM"}', b'{"text": "x", "big": 1' + b"0" * 5000 + b"}",
+              b'{"text": "deep", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", b'{"text": "crlf"}\r']
+    after = {5 + 37 * k: line for k, line in enumerate(tricky)}  # each once, among clean lines
+    path = tmp_path / "mixed.jsonl"
+    with open(path, "wb") as f:
+        for i, record in enumerate(records):
+            f.write(json.dumps(record).encode() + b"\n" + (after[i] + b"\n" if i in after else b""))
+    kw = {"rows_per_file": 90, "row_group_size": 16, "val_fraction": 0.1}
+    reference = jsonl_to_parquet([path], tmp_path / "ref", **kw)
+    assert {k: v["count"] for k, v in reference["bad_lines"].items()} == \
+        {"invalid_json": 4, "not_utf8": 1}  # {broken, the empty line, two objects, the blank line
+    texts = {r["text"] for rs in read_rows(tmp_path / "ref", reference).values() for r in rs}
+    assert {"after a BOM", "x", "deep", "crlf"} <= texts and "a" not in texts
+    for block in (61, 500, 4099, 65536):
+        monkeypatch.setattr(nanodata.jsonl, "BLOCK", block)
+        jsonl_to_parquet([path], tmp_path / str(block), **kw)
+        assert file_bytes(tmp_path / str(block)) == file_bytes(tmp_path / "ref"), block

@@ -4,8 +4,10 @@ import json
 import threading
 import time
 
+import pytest
 from jsonl_corpus import make_records, read_rows
 
+from nanodata.errors import NanodataError
 from nanodata.jsonl import line_bounds, read_blocks
 from nanodata.parquet import jsonl_to_parquet
 
@@ -94,3 +96,26 @@ def test_reader_resumes_from_an_offset_and_splits_lines(tmp_path):
     assert all(b.endswith(b"\n") for _, b in blocks[:-1]) and blocks[-1] == (9, b"dd")
     starts, ends = line_bounds(b"bb\nccc\ndd")
     assert starts.tolist() == [0, 3, 7] and ends.tolist() == [3, 7, 9]
+
+
+def test_a_followed_input_that_ends_without_a_good_doc_fails(tmp_path):
+    """Ended by its .done marker (or the idle timeout) with only bad lines: no _COMPLETE, a one-line error."""
+    path = tmp_path / "live.jsonl"
+
+    def writer():
+        time.sleep(0.3)
+        path.write_bytes(b'{"text": ""}\n{torn')
+        time.sleep(0.3)
+        path.with_name("live.jsonl.done").write_bytes(b"")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    with pytest.raises(NanodataError, match=r"no good doc, 2 bad line\(s\) \(1 empty_text, 1 invalid_json\)"):
+        jsonl_to_parquet([path], tmp_path / "out", follow=True, idle_timeout=30)
+    thread.join()
+    assert not (tmp_path / "out" / "_COMPLETE").exists() and not (tmp_path / "out" / "manifest.json").exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(NanodataError, match="no good doc, 0 bad line"):  # never grows: the idle timeout ends it
+        jsonl_to_parquet([empty], tmp_path / "out2", follow=True, idle_timeout=0.3)
+    assert not (tmp_path / "out2" / "_COMPLETE").exists()

@@ -165,3 +165,46 @@ def test_lost_complete_marker_is_restored_without_rework(tmp_path, jsonl):
     shard_mtime = (out / "shard_00000.parquet").stat().st_mtime_ns
     assert convert(jsonl, out) == manifest and (out / "_COMPLETE").is_file()
     assert (out / "shard_00000.parquet").stat().st_mtime_ns == shard_mtime
+
+
+def cli_error(capsys, *argv) -> str:
+    """Run `nanodata to-parquet`; it must fail with exit 2 and one line on stderr, which is returned."""
+    assert cli_main(["to-parquet", *map(str, argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--out", "{file}"], "--out {file}: {file} is a file, not a directory"),
+    (["--out", "{file}/sub"], "--out {file}/sub: {file} is a file, not a directory"),
+    (["--input", "{dir}"], "--input {dir}: is a directory"),
+    (["--input", "{dir}", "--follow"], "--input {dir}: is a directory"),
+    (["--seed", "-1"], "--seed must be >= 0, not -1"),
+    (["--idle-timeout", "nan"], "--idle-timeout must be >= 0, not nan"),
+])
+def test_bad_arguments_are_one_line_errors_before_any_work(tmp_path, jsonl, capsys, argv, expected):
+    (tmp_path / "a_file").write_text("not a dir")
+    (tmp_path / "a_dir").mkdir()
+    names = {"file": tmp_path / "a_file", "dir": tmp_path / "a_dir"}
+    args = {"--input": str(jsonl), "--out": str(tmp_path / "out")}
+    for flag, value in zip(argv[::2], argv[1::2]):
+        args[flag] = value.format(**names)
+    argv = [a for flag, value in args.items() for a in (flag, value)] + [a for a in argv if a == "--follow"]
+    assert expected.format(**names) in cli_error(capsys, *argv)
+    assert not (tmp_path / "out").exists() and (tmp_path / "a_file").read_text() == "not a dir"
+
+
+@pytest.mark.parametrize("content, n_bad", [(b"", 0),
+                                            (b"{oops\n\n" + '{"text": "caf\u00e9"}'.encode("latin-1") + b'\n{"text": ""}', 4)])
+def test_a_corpus_without_a_good_doc_is_an_error_not_complete(tmp_path, capsys, content, n_bad):
+    src = tmp_path / "nothing.jsonl"
+    src.write_bytes(content)
+    out = tmp_path / "out"
+    for _ in range(2):  # a re-run resumes and fails the same way
+        err = cli_error(capsys, "--input", src, "--out", out)
+        assert f"--input {src}: no good doc, {n_bad} bad line(s)" in err
+        assert not (out / "_COMPLETE").exists() and not (out / "manifest.json").exists()
+        assert not list(out.glob("*.parquet"))
+    if content:
+        assert "(1 empty_text, 2 invalid_json, 1 not_utf8)" in err
