@@ -164,7 +164,8 @@ def _load_tiktoken(name: str) -> Tokenizer:
         try:
             encoding = tiktoken.get_encoding(name)
         except ValueError as exc:
-            raise NanodataError(f"tokenizer {name!r}: not a directory nor a known tiktoken encoding ({exc})") from None
+            raise NanodataError(f"tokenizer {name!r}: not a directory nor a known tiktoken encoding "
+                                f"({str(exc).splitlines()[0]})") from None
         except Exception as exc:  # requests' connection errors: tiktoken downloads on first use
             raise NanodataError(
                 f"tokenizer {name!r}: its encoding file is not in tiktoken's cache and could not be downloaded "
