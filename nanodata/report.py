@@ -1,7 +1,8 @@
 """Build report of a corpus directory: report.json, SVG plots and an index.html that shows them.
 
 Reads manifest.json and the parquet shards. Token counts come from the chunker's `n_tokens`
-column when the shards carry it, else the text is tokenized. The crop plot answers the question
+column when every shard carries it whole, else every text is tokenized with the report's tokenizer
+(to-parquet over plain {"text"} JSONL writes an all-null n_tokens column), so one tokenizer counts all. The crop plot answers the question
 a trainer asks before choosing a sequence length: which fraction of tokens would the best-fit
 loader discard at T? It replays the loader's packing (nanodata.loader.packing) on the train docs.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections import Counter
 from html import escape
 from pathlib import Path
@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from nanodata.dataset import COMPLETE, MANIFEST, open_parquet, read_manifest, read_texts, split_files
 from nanodata.errors import NanodataError
+from nanodata.files import atomic_write, disk_errors, file_digest
 from nanodata.svgplot import bar_chart
 
 REPORT_DIR = "report"
@@ -39,41 +40,37 @@ PLOTS = {  # file -> what it shows
 }
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def source_fingerprint(build_dir: Path) -> str:
     """Changes whenever the build changes: the manifest's bytes, else the shards' names, sizes and mtimes."""
     manifest = build_dir / MANIFEST
     if manifest.is_file():
-        return hashlib.sha256(manifest.read_bytes()).hexdigest()
+        return file_digest(manifest, "sha256")
     listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in build_dir.glob("*.parquet"))
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
-def _read_shard(path: Path, tokenizer: str) -> tuple[np.ndarray, list[str] | None, bool]:
-    """(token count per doc, mode per doc or None without a mode column, whether n_tokens was stored)."""
+def _stored_lengths(path: Path) -> np.ndarray | None:
+    """The shard's n_tokens column; None without one, or when it has nulls (docs the chunker did not count)."""
     pf = open_parquet(path)
-    names = pf.schema_arrow.names
-    if "n_tokens" in names:
-        col = pf.read(columns=["n_tokens"]).column("n_tokens")
-        if not pa.types.is_integer(col.type) or col.null_count:
-            raise NanodataError(f"{path}: column n_tokens must be integers without nulls (is {col.type})")
-        lengths = col.to_numpy()
-    else:
-        from nanodata.tokenizer import load
+    if "n_tokens" not in pf.schema_arrow.names:
+        return None
+    col = pf.read(columns=["n_tokens"]).column("n_tokens")
+    if not pa.types.is_integer(col.type):
+        raise NanodataError(f"{path}: column n_tokens must be integers (is {col.type})")
+    return None if col.null_count else col.to_numpy().astype(np.int64)
 
-        encoding = load(tokenizer).encoding
-        lengths = np.array([len(ids) for rg in range(pf.num_row_groups)
-                            for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
-    modes = None
-    if "mode" in names:
-        modes = [str(m) for m in pf.read(columns=["mode"]).column("mode").to_pylist()]
-    return lengths.astype(np.int64), modes, "n_tokens" in names
+
+def _counted_lengths(path: Path, encoding) -> np.ndarray:
+    pf = open_parquet(path)
+    return np.array([len(ids) for rg in range(pf.num_row_groups)
+                     for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
+
+
+def _modes(path: Path, rows: int) -> list[str]:
+    pf = open_parquet(path)
+    if "mode" not in pf.schema_arrow.names:
+        return ["(no mode column)"] * rows
+    return [str(m) for m in pf.read(columns=["mode"]).column("mode").to_pylist()]
 
 
 def _length_histogram(lengths: np.ndarray) -> tuple[list[str], list[int]]:
@@ -110,26 +107,36 @@ def _manifest_summary(manifest: dict | None) -> dict | None:
             "bad_lines": manifest.get("bad_lines"), "created_by": manifest.get("created_by")}
 
 
+def check_build_dir(build_dir: Path) -> None:
+    if not build_dir.exists():
+        raise NanodataError(f"build dir {build_dir} does not exist")
+    if not build_dir.is_dir():
+        raise NanodataError(f"build dir {build_dir}: is a file, not a directory")
+
+
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None) -> dict:
     """The report's data (what report.json holds); `partitions`: the build's per-partition counts, if known."""
     build_dir = Path(build_dir)
-    if not build_dir.is_dir():
-        raise NanodataError(f"build dir {build_dir} does not exist")
+    check_build_dir(build_dir)
+    from nanodata.tokenizer import load  # tiktoken only when a report is built, not for the plugin's imports
+
+    encoding = load(tokenizer).encoding  # a bad --tokenizer fails here, before any shard is read
     train, val = split_files(build_dir)
     if not train and not val:
         raise NanodataError(f"{build_dir}: no parquet shards")
-    shards, train_lengths, all_lengths, modes, has_n_tokens = [], [], [], Counter(), True
-    for split, paths in (("train", train), ("val", val)):
-        for path in paths:
-            lengths, shard_modes, stored = _read_shard(path, tokenizer)
-            has_n_tokens &= stored
-            shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
-                           "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
-            all_lengths.append(lengths)
-            if split == "train":
-                train_lengths.append(lengths)
-            modes.update(shard_modes if shard_modes is not None else ["(no mode column)"] * lengths.size)
-    lengths = np.concatenate(all_lengths)
+    files = [("train", path) for path in train] + [("val", path) for path in val]
+    per_shard = [_stored_lengths(path) for _, path in files]
+    has_n_tokens = all(lengths is not None for lengths in per_shard)
+    if not has_n_tokens:
+        per_shard = [_counted_lengths(path, encoding) for _, path in files]
+    shards, train_lengths, modes = [], [], Counter()
+    for (split, path), lengths in zip(files, per_shard):
+        shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
+                       "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
+        if split == "train":
+            train_lengths.append(lengths)
+        modes.update(_modes(path, lengths.size))
+    lengths = np.concatenate(per_shard)
     train_cat = np.concatenate(train_lengths) if train_lengths else lengths
     labels, counts = _length_histogram(lengths)
     return {
@@ -215,13 +222,18 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
 
     Every file is written to a temp name and renamed. Returns the path of index.html.
     """
-    report = build_report(build_dir, tokenizer, partitions)
     out = Path(out_dir) if out_dir is not None else Path(build_dir) / REPORT_DIR
-    out.mkdir(parents=True, exist_ok=True)
+    check_build_dir(Path(build_dir))
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
+    report = build_report(build_dir, tokenizer, partitions)
+    with disk_errors(out):
+        out.mkdir(parents=True, exist_ok=True)
     for name, svg in render_plots(report).items():
-        _atomic_write(out / name, svg)
-    _atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
-    _atomic_write(out / INDEX_HTML, render_html(report))
+        atomic_write(out / name, svg)
+    atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
+    atomic_write(out / INDEX_HTML, render_html(report))
     return out / INDEX_HTML
 
 
@@ -231,7 +243,7 @@ def configure_parser(parser) -> None:
     parser.add_argument("--out", metavar="DIR", default=None,
                         help=f"where to write the report (default: BUILD_DIR/{REPORT_DIR})")
     parser.add_argument("--tokenizer", default="cl100k_base",
-                        help="tokenizer for counting tokens when the shards have no n_tokens column "
+                        help="tokenizer for counting tokens when the shards have no complete n_tokens column "
                              "(tiktoken name or a dir from `nanodata tokenizer`; default: cl100k_base)")
 
 

@@ -123,3 +123,46 @@ def test_report_of_a_real_to_parquet_build(tmp_path):
     assert data["tokens"] == sum(d["n_tokens"] for d in docs)
     assert data["modes"] == {MODES[0]: 150, MODES[1]: 150}
     assert len(data["shards"]) == len(manifest["shards"]) + 1 and data["shards"][-1]["split"] == "val"
+
+
+def run_report(*argv) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nanodata.cli", "report", *map(str, argv)],
+                          capture_output=True, text=True)
+
+
+def test_report_of_plain_text_jsonl_counts_tokens_with_its_tokenizer(tmp_path, tokenizer):
+    """to-parquet over {"text"} lines (no chunker metadata) writes an all-null n_tokens column; over a mix,
+    a partly null one. The report counts every doc with its tokenizer then, and says so."""
+    from nanodata.parquet import jsonl_to_parquet
+
+    texts = [f"int f{i}() {{ return {i * i}; }} // plain doc {i}\n" * (1 + i % 5) for i in range(250)]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    mixed = tmp_path / "mixed.jsonl"  # half the docs carry a (wrong) n_tokens: the tokenizer decides for all
+    mixed.write_text("".join(json.dumps({"text": t, **({"n_tokens": 1} if i % 2 else {})}) + "\n"
+                             for i, t in enumerate(texts)))
+    for src in (plain, mixed):
+        build = tmp_path / src.stem
+        jsonl_to_parquet([src], build, rows_per_file=100, row_group_size=32, val_fraction=0.1)
+        proc = run_report(build)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads((build / "report" / "report.json").read_text())
+        assert data["docs"] == 250 and data["token_counts_from"] == "tokenized with cl100k_base"
+        assert data["tokens"] == sum(tokenizer.count_tokens(t) for t in texts) > 250 * 10
+        assert f"250 docs, {data['tokens']} tokens" in proc.stdout
+        assert sum(s["tokens"] for s in data["shards"]) == data["tokens"]
+        assert data["doc_tokens"]["max"] == max(tokenizer.count_tokens(t) for t in texts)
+
+
+def test_bad_arguments_are_one_line_errors_before_any_work(built, tmp_path):
+    build_dir, _ = built
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for argv, expected in [((a_file,), f"build dir {a_file}: is a file, not a directory"),
+                           ((build_dir, "--out", a_file), f"--out {a_file}: {a_file} is a file, not a directory"),
+                           ((build_dir, "--out", a_file / "r"), f"--out {a_file / 'r'}: {a_file} is a file"),
+                           ((build_dir, "--tokenizer", tmp_path / "no_such_tokenizer"), "no_such_tokenizer")]:
+        proc = run_report(*argv)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not (build_dir / "report").exists() and a_file.read_text() == "x"
