@@ -44,33 +44,45 @@ class HostUnreachable(FetchFailed):
 
 
 def shard_name(index: int, name_template: str = DEFAULT_TEMPLATE) -> str:
+    """The file name of shard `index`: a plain name (no directory part), or a NanodataError naming the template."""
     try:
-        return name_template.format(index=index)
-    except (KeyError, IndexError, ValueError) as exc:
+        name = name_template.format(index=index)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
         raise NanodataError(f"--name-template {name_template!r}: cannot format with index={index} ({exc}); "
                             f"use a field named 'index', e.g. 'shard_{{index:05d}}.parquet'") from None
+    if (name in ("", ".", "..") or "/" in name or "\\" in name or not name.isprintable()
+            or len(name.encode()) > 255):
+        raise NanodataError(f"--name-template {name_template!r} must give a plain file name, not {name!r}")
+    return name
 
 
-def check_name_template(name_template: str) -> None:
-    """Shards need distinct plain file names: a template without {index} would write every shard to one file."""
-    first, second = shard_name(0, name_template), shard_name(1, name_template)
-    if first == second:
-        raise NanodataError(f"--name-template {name_template!r} gives every shard the name {first!r}; "
-                            f"include the field {{index}}")
-    if any(c in first for c in "/\\\n") or first in (".", ".."):
-        raise NanodataError(f"--name-template {name_template!r} must give a plain file name, not {first!r}")
+def shard_names(num_shards: int, name_template: str = DEFAULT_TEMPLATE) -> list[str]:
+    """Names of shards 0..num_shards-1, all distinct: a template without {index} would write every shard to one file."""
+    names, seen = [], set()
+    for index in range(num_shards):
+        name = shard_name(index, name_template)
+        if name in seen:
+            raise NanodataError(f"--name-template {name_template!r} gives two shards the name {name!r}; "
+                                f"include the field {{index}}, e.g. 'shard_{{index:05d}}.parquet'")
+        seen.add(name)
+        names.append(name)
+    return names
 
 
 def check_base_url(base_url: str) -> str:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # a port that is not a number raises here, not in every worker's request
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not base_url.isprintable():
         raise NanodataError(f"--base-url must be an http(s) URL like https://host/path, not {base_url!r}")
     return base_url.rstrip("/")
 
 
 def check_fetch_args(base_url: str, name_template: str, attempts: int, backoff_base: float, timeout: float) -> None:
     check_base_url(base_url)
-    check_name_template(name_template)
+    shard_name(0, name_template)
     check_retry_args(attempts, backoff_base, backoff_flag="--backoff-base")
     check_range("--timeout", timeout, 0, above=True)
 
@@ -176,7 +188,7 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
     data_dir = Path(data_dir)
     if data_dir.exists() and not data_dir.is_dir():
         raise NanodataError(f"--dir {data_dir}: is a file, not a directory")
-    names = [shard_name(i, name_template) for i in range(num_shards)]
+    names = shard_names(num_shards, name_template)
     for name in names:  # partials left by a crashed run
         temp_name(data_dir / name).unlink(missing_ok=True)
     present = {n for n in names if (data_dir / n).is_file() and is_valid_parquet(data_dir / n)}

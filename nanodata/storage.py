@@ -31,7 +31,8 @@ from pathlib import Path
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
 from nanodata.files import atomic_output, atomic_write, file_digest
-from nanodata.transfer import CorruptTransfer, check_range, check_retry_args, land, with_retries
+from nanodata.transfer import (CorruptTransfer, check_range, check_retry_args, is_network_error, land, one_line,
+                               with_retries)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def parse_gs(uri: str) -> tuple[str, str] | None:
     if not bucket:
         raise NanodataError(f"{uri!r}: no bucket name (expected gs://bucket/prefix)")
     if not valid_bucket_name(bucket):
-        raise NanodataError(f"{uri}: invalid bucket name {bucket!r}: GCS bucket names are 3-63 characters of "
+        raise NanodataError(f"{uri!r}: invalid bucket name {bucket!r}: GCS bucket names are 3-63 characters of "
                             f"lowercase letters, digits, '.', '-' and '_', starting and ending with a letter or digit")
     prefix = prefix.strip("/")
     if prefix and (any(p in ("", ".", "..") for p in prefix.split("/")) or "\n" in prefix or "\r" in prefix):
@@ -123,9 +124,10 @@ def gcs_client():
     return client
 
 
-def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None):
+def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None, **retry):
     """The objects under a prefix, streamed page by page (never held whole), each page fetched under the one
-    retry policy: a listing's pages are requested while it is iterated, so wrapping the call alone retries nothing."""
+    retry policy (`retry`: attempts, backoff, deadline): a listing's pages are requested while it is iterated,
+    so wrapping the list call alone would retry nothing."""
     token = None
     while True:
         def fetch_page():
@@ -134,7 +136,7 @@ def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None
             page = next(blobs.pages, None)
             return ([] if page is None else list(page)), blobs.next_page_token
 
-        items, token = with_retries(fetch_page, what)
+        items, token = with_retries(fetch_page, what, **retry)
         yield from items
         if not token:
             return
@@ -183,9 +185,10 @@ class LocalSide:
 
 
 class GcsSide:
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, retry: dict | None = None):
         self.uri = uri.rstrip("/")
         self.bucket_name, self.prefix = parse_gs(uri)
+        self.retry = retry or {}  # attempts, backoff, deadline of the one retry policy (its defaults if empty)
 
     def blob(self, name: str, chunk_size: int | None = None):
         return gcs_client().bucket(self.bucket_name).blob(self.prefix + name, chunk_size=chunk_size)
@@ -194,10 +197,14 @@ class GcsSide:
         from google.api_core.exceptions import NotFound
 
         try:
-            blobs = iter_blobs(self.bucket_name, self.prefix, f"list {self.uri}")
+            blobs = iter_blobs(self.bucket_name, self.prefix, f"list {self.uri}", **self.retry)
             listing = [(b.name, b.size, b.crc32c) for b in blobs]
         except NotFound:
             raise NanodataError(f"{self.uri}: bucket {self.bucket_name!r} does not exist") from None
+        except Exception as exc:
+            if not is_network_error(exc):
+                raise
+            raise NanodataError(f"{self.uri}: cannot list the objects: {one_line(exc)}") from None
         out = {}
         for full, size, crc in listing:
             name = full[len(self.prefix):]
@@ -215,15 +222,23 @@ class GcsSide:
             raise CorruptTransfer(f"{name}: stored crc32c {blob.crc32c}, local file has {entry.crc32c}")
 
     def delete(self, name: str) -> None:
-        self.blob(name).delete(retry=None, timeout=TIMEOUT)
+        from google.api_core.exceptions import NotFound
+
+        try:
+            with_retries(lambda: self.blob(name).delete(retry=None, timeout=TIMEOUT), f"delete {self.uri}/{name}",
+                         **self.retry)
+        except NotFound:
+            pass  # gone already: what a delete wants
 
 
-def open_side(uri: str | os.PathLike):
+def open_side(uri: str | os.PathLike, retry: dict | None = None):
+    """The side of a sync at uri: a GcsSide (whose calls retry with `retry`) or a LocalSide."""
     uri = os.fspath(uri)
-    return GcsSide(uri) if parse_gs(uri) else LocalSide(uri)
+    return GcsSide(uri, retry) if parse_gs(uri) else LocalSide(uri)
 
 
-def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float, deadline: float | None = None) -> Entry:
+def copy_one(src, dst, name: str, listed: Entry, attempts: int = 5, backoff: float = 0.5,
+             deadline: float | None = None) -> Entry:
     """Copy one file under the one retry policy; returns the version copied (size, crc32c)."""
     def attempt() -> Entry:
         if isinstance(dst, GcsSide):
@@ -242,9 +257,8 @@ def copy_one(src, dst, name: str, listed: Entry, attempts: int, backoff: float, 
 class _Run:
     """One sync run's state across watch passes: what it has handled and the running totals."""
 
-    def __init__(self, src, dst, workers: int, delete: bool, attempts: int, backoff: float, deadline: float | None):
-        self.src, self.dst, self.workers, self.delete = src, dst, workers, delete
-        self.attempts, self.backoff, self.deadline = attempts, backoff, deadline
+    def __init__(self, src, dst, workers: int, delete: bool, retry: dict):
+        self.src, self.dst, self.workers, self.delete, self.retry = src, dst, workers, delete, retry
         self.done: dict[str, Entry] = {}  # names this run copied or found matching, with the version seen
         self.failing: set[str] = set()  # names whose latest attempt failed (a later watch pass may fix them)
         self.totals = {"uploaded": 0, "bytes": 0, "skipped": 0, "deleted": 0}
@@ -267,8 +281,7 @@ class _Run:
 
         def one(name: str):
             try:
-                return name, copy_one(self.src, self.dst, name, listing[name], self.attempts, self.backoff,
-                                      self.deadline)
+                return name, copy_one(self.src, self.dst, name, listing[name], **self.retry)
             except NanodataError:
                 raise  # no other file can fare better (a full disk, a hostile name): the sync stops
             except Exception as exc:
@@ -289,8 +302,7 @@ class _Run:
                     else:
                         failed += 1
                         self.failing.add(name)
-                        log.error("sync %s: not copied: %s: %s", name, type(outcome).__name__,
-                                  " ".join(str(outcome).split())[:300])
+                        log.error("sync %s: not copied: %s", name, one_line(outcome))
             except NanodataError:
                 pool.shutdown(cancel_futures=True)  # files not started yet are not attempted
                 raise
@@ -359,7 +371,8 @@ def sync(src: str | os.PathLike, dst: str | os.PathLike, *, workers: int = 8, wa
     src, dst = os.fspath(src), os.fspath(dst)
     check_sync_args(src, dst, workers, watch, poll_interval, attempts, backoff, deadline)
     started = time.perf_counter()
-    run = _Run(open_side(src), open_side(dst), workers, delete, attempts, backoff, deadline)
+    retry = {"attempts": attempts, "backoff": backoff, "deadline": deadline}
+    run = _Run(open_side(src, retry), open_side(dst, retry), workers, delete, retry)
     passes = 0
     while True:
         listing = run.src.list()

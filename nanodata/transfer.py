@@ -53,6 +53,21 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def is_network_error(exc: BaseException) -> bool:
+    """A failure of the network or the server (retried or not), as opposed to a bug or a local problem."""
+    import requests
+    from google.api_core import exceptions as api
+    from google.auth.exceptions import TransportError
+
+    return is_transient(exc) or isinstance(exc, (api.GoogleAPICallError, api.RetryError, requests.RequestException,
+                                                 TransportError))
+
+
+def one_line(exc: BaseException) -> str:
+    """'Type: message' on one line, cut short: server errors can quote whole response bodies."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
 def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None):
     """The Retry for one operation called `what` in the logs. Make one per operation: it counts its attempts
     (api_core's Retry itself only has a deadline), and gives up after `attempts` tries or `deadline` seconds."""
@@ -68,8 +83,7 @@ def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: f
     def log_retry(exc: Exception) -> None:
         # Retry draws the jittered wait after this call: log its ceiling, the wait is uniform in [0, ceiling]
         ceiling = min(backoff * 2 ** (failures - 1), MAX_DELAY)
-        log.warning("%s: %s: %s; retry %d/%d in up to %.2fs", what, type(exc).__name__,
-                    " ".join(str(exc).split())[:200], failures, attempts - 1, ceiling)
+        log.warning("%s: %s; retry %d/%d in up to %.2fs", what, one_line(exc), failures, attempts - 1, ceiling)
 
     return Retry(predicate=retryable, initial=backoff, maximum=MAX_DELAY, multiplier=2.0, timeout=deadline,
                  on_error=log_retry)

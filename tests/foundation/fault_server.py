@@ -4,7 +4,8 @@
 served normally: "500" (internal error), "404", "drop" (connection closed before any response),
 "truncate" (full Content-Length announced, half the body sent, connection closed), "cut" (no
 Content-Length, half the body, then close: only the parquet footer check can notice), "garbage"
-(a 200 whose body is not parquet).
+(a 200 whose body is not parquet). `server.requests` lists every request ("METHOD /path") of any method,
+so a test can show that a command made none.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class FaultServer:
         self.root = Path(root)
         self.faults: dict[str, list[str]] = {}
         self.hits: Counter = Counter()
+        self.requests: list[str] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -46,6 +48,12 @@ class FaultServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep pytest output clean
                 pass
+
+            def parse_request(self):
+                parsed = super().parse_request()
+                if parsed:
+                    server.requests.append(f"{self.command} {self.path}")
+                return parsed
 
             def do_GET(self):
                 name = self.path.lstrip("/")
