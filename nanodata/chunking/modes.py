@@ -114,7 +114,7 @@ class Packer:
         if len(ref) == 2 and unit.members and DocBuilder(self.budget).fits(self.class_scope(fu, unit), 0):
             return self.pack([[ref + (m,)] for m in range(len(unit.members))], [], source, "split")
         pieces = split_text(self.text(ref), self.budget, self.counter)
-        return [Doc(piece, tokens, "split", source) for piece, tokens in pieces]
+        return [Doc(piece, tokens, "split", source) for piece, tokens in pieces if piece.strip()]
 
     def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
         """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc."""

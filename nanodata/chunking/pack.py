@@ -20,7 +20,7 @@ STATEMENT_ENDS = (";", "{", "}", ":")
 # Segment shapes that meet in docs: each ends "X\n", the next starts with a non-space.
 _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", "/** doc */\n", "namespace a {\n",
                    "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
-                   "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n",
+                   "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n", "x = 1;   \n", "y();\r\n",
                    "  // indented comment\n"]
 
 

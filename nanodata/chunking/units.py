@@ -8,11 +8,14 @@ A file becomes a table of *segments* (texts in source order: comments, declarati
 - function: definitions, templates and out-of-class methods included.
 Leading comments (and a same-line trailing comment) belong to the unit they sit next to.
 
-Every segment is one line-aligned piece: its first line's indentation, then its text stripped,
-then one newline. GPT-4-style split patterns always cut "X\\n" + "  Y" right after the
-newline, so the token count of concatenated segments is the sum of their counts: each segment
-is tokenized exactly once and docs are priced without re-tokenizing them
-(`pack.counter_for` refuses a tokenizer for which this does not hold).
+Every segment's text is an exact span of the source made of whole lines: a node is widened to
+the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
+segment, held by the widest of them (the others are empty). A doc is thus always a concatenation
+of exact spans of its file; the one byte that may not be is the newline a file's last line lacks,
+added so that nothing placed after it joins that line. GPT-4-style split patterns always cut
+"X\\n" + "Y" right after the newline, so the token count of concatenated segments is the sum of
+their counts: each segment is tokenized exactly once and docs are priced without re-tokenizing
+them (`pack.counter_for` refuses a tokenizer for which this does not hold).
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ PREAMBLE_NODES = {"preproc_include", "preproc_def", "preproc_function_def", "pre
                   "namespace_alias_definition", "linkage_specification", "struct_specifier", "class_specifier",
                   "union_specifier", "enum_specifier", "static_assert_declaration", "concept_definition"}
 MAX_PREAMBLE_ITEM_BYTES = 512
-CLOSER = "}\n"                # closes a re-wrapped namespace in chunked docs
 # Types: every type_identifier, plus the scopes of qualified names (`a::B::C` -> a, B), which
 # tree-sitter-cpp parses as namespace_identifier even when they name a class (a nested type's
 # enclosing class, `typename X::Y`, `X::kValue`): the enclosing type is a dependency too. A real
@@ -190,19 +192,17 @@ class _Builder:
     def __init__(self, data: bytes, named: bool):
         self.data = data
         self.named = named
-        self.spans: list[tuple[int, int]] = []   # segment byte ranges
-        self.synthetic: dict[int, str] = {}      # segments not copied from the source ("}" closers)
+        self.spans: list[tuple[int, int]] = []   # segment byte ranges (of the nodes; widened to lines later)
+        self.closers: dict[int, int] = {}        # a wrapper's opener segment -> its `}` segment (-1: never closed)
         self.units: list[Unit] = []
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
         self.last: tuple[Unit | None, int] = (None, -1)  # what ended last, on which row
 
-    def segment(self, start: int, end: int, text: str | None = None) -> int:
-        if text is None and start >= end:
+    def segment(self, start: int, end: int) -> int:
+        if start >= end:
             return -1  # e.g. a MISSING `#endif`
         self.spans.append((start, end))
-        if text is not None:
-            self.synthetic[len(self.spans) - 1] = text
         return len(self.spans) - 1
 
     def walk(self, children, scope: tuple) -> None:
@@ -321,7 +321,9 @@ class _Builder:
         opener = self.segment(node.start_byte, body.start_byte + 1)
         self.last = (None, -1)
         self.walk([c for c in body.children if c.type not in ("{", "}")], scope + (opener,))
-        self.segment(body.end_byte - 1, body.end_byte, "}")
+        close = body.children[-1] if body.children else None
+        closed = close is not None and close.type == "}" and close.end_byte > close.start_byte
+        self.closers[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
         self.last = (None, _last_row(body))
 
     def _conditional(self, node, scope: tuple) -> None:
@@ -339,12 +341,40 @@ class _Builder:
             self.last = (None, _last_row(endif))
 
 
-def _indentation(data: bytes, start: int) -> str:
-    """The spaces/tabs before `start` when it opens its line (kept: segments may start indented)."""
-    i = start
-    while i > 0 and data[i - 1] in b" \t":
-        i -= 1
-    return data[i:start].decode("ascii") if i == 0 or data[i - 1] == 10 else ""
+def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int]) -> list[str]:
+    """Each segment's text: the whole lines its node touches, exactly as in the source.
+
+    Segments that share a line form one group whose text goes to one of them (the others get ''),
+    chosen so re-wrapped docs keep their braces balanced: a namespace's `{` or `}` when the group
+    holds one (`} }  // ns` closes both namespaces), unless the group holds a whole namespace
+    (`namespace a { void f(); }`): then, like a group without braces, its widest node.
+    """
+    braces = set(closers) | set(closers.values())
+    texts = [""] * len(spans)
+    group: list[int] = []
+    group_start = group_end = 0
+
+    def flush() -> None:
+        if group:
+            members = set(group)
+            whole = any(closers[i] in members for i in members if i in closers)
+            prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
+            owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
+            text = data[group_start:group_end].decode("utf-8")
+            texts[owner] = text if text.endswith("\n") else text + "\n"
+
+    for i in sorted(range(len(spans)), key=spans.__getitem__):
+        start, end = spans[i]
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", end - 1) + 1 or len(data)
+        if group and line_start < group_end:
+            group.append(i)
+            group_end = max(group_end, line_end)
+        else:
+            flush()
+            group, group_start, group_end = [i], line_start, line_end
+    flush()
+    return texts
 
 
 def _references(tree, units: list[Unit], data: bytes) -> None:
@@ -377,19 +407,21 @@ def parse_units(text: str, count_batch, with_references: bool = True) -> FileUni
     elif builder.pending:  # a file of comments only is still text worth keeping
         first, last = builder.spans[builder.pending[0]][0], builder.spans[builder.pending[-1]][1]
         builder.units.append(Unit("decl", "", "", (), builder.pending, builder.pending[-1], first, last))
-    texts = []
-    for i, (start, end) in enumerate(builder.spans):
-        raw = builder.synthetic.get(i)
-        texts.append(_indentation(data, start) + (raw if raw is not None else
-                     data[start:end].decode("utf-8", "replace")).strip() + "\n")
-    tokens = count_batch(texts + [CLOSER])
-    closer_tokens = tokens.pop()
+    texts = _line_texts(data, builder.spans, builder.closers)
+    tokens = count_batch(texts)
+
+    def wrapper(opener: int) -> tuple:
+        closer = builder.closers[opener]  # -1 when the source never closes it: neither do its docs
+        close = (texts[closer], tokens[closer]) if closer >= 0 else ("", 0)
+        return texts[opener], tokens[opener], *close
+
     scopes: dict[tuple, tuple] = {}
     for unit in builder.units:
         unit.tokens = sum(tokens[s] for s in unit.segments)
         if unit.scope not in scopes:
-            scopes[unit.scope] = tuple((texts[i], tokens[i], CLOSER, closer_tokens) for i in unit.scope)
+            scopes[unit.scope] = tuple(wrapper(i) for i in unit.scope)
         unit.scope = scopes[unit.scope]
     if with_references and builder.units:
         _references(tree, builder.units, data)
-    return FileUnits(texts, tokens, builder.units, builder.includes, tree.root_node.has_error)
+    units = [u for u in builder.units if any(texts[s] for s in u.segments)]  # whose lines another unit holds
+    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error)

@@ -71,7 +71,7 @@ def test_namespaces_rewrapped_and_comments_kept(std_runs):
     for text in pair_chunks:  # each chunk re-opens namespace std around its units, after the preamble
         assert text.startswith("#")
         assert re.search(r"^namespace std _GLIBCXX_VISIBILITY\(default\)\n\{\n", text, re.M)
-        assert text.endswith("}\n")
+        assert text.endswith("} // namespace std\n")  # the source's own closing line, exactly
     # doc comments stay right above their functions, in every doc holding the function
     head = "    push_heap(_RandomAccessIterator __first, _RandomAccessIterator __last)\n"
     holders = [d["text"] for d in docs if head in d["text"]]

@@ -46,7 +46,7 @@ def test_class_members_and_out_of_class_methods(tokenizer):
     box, size, dtor = fu.units
     assert (box.kind, box.name) == ("type", "Box") and "Base" in box.types
     members = ["".join(fu.texts[s] for s in m) for m in box.members]
-    assert members == [" public:\n", "  // getter\n  T get() const { return v; }\n", "  T v;\n// the value\n"]
+    assert members == [" public:\n", "  // getter\n  T get() const { return v; }\n", "  T v;  // the value\n"]  # exact source lines
     assert (size.kind, size.name, size.owner) == ("function", "size", "Box2")
     assert (dtor.name, dtor.owner) == ("~A", "A")
 
