@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import sqlite3
 import re
 from pathlib import Path
 
@@ -72,6 +73,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
 
 def is_disk_full(exc: BaseException) -> bool:
     # numpy's tofile (np.save to a real file) reports a short fwrite as "N requested and M written", no errno
+    if isinstance(exc, sqlite3.OperationalError):  # SQLite reports ENOSPC as SQLITE_FULL
+        return "disk is full" in str(exc)
     if not isinstance(exc, OSError):
         return False
     return exc.errno in FULL or exc.errno is None and SHORT_WRITE.search(str(exc)) is not None
