@@ -13,8 +13,8 @@ import contextlib
 import errno
 import hashlib
 import os
-import sqlite3
 import re
+import sqlite3
 from pathlib import Path
 
 import google_crc32c
