@@ -127,8 +127,8 @@ class DataLoaderLite:
         start = position - self.B * self.T * self.process_rank
         if start < 0 or start % self.step_tokens or start + self.step_tokens + 1 > len(tokens):
             raise NanodataError(f"cannot resume: state current_position={position} is not a step start of rank "
-                                f"{self.process_rank} in {self.shards[shard].name} ({len(tokens)} tokens, "
-                                f"steps of {self.step_tokens})")
+                                f"{self.process_rank} in current_shard={shard} ({self.shards[shard].name}: "
+                                f"{len(tokens)} tokens, steps of {self.step_tokens})")
         self.current_shard, self.tokens, self.current_position = shard, tokens, position
 
     def _step_start(self) -> int:
