@@ -275,6 +275,8 @@ def _meta_problem(meta) -> str | None:
             isinstance(s, dict) and isinstance(s.get("name"), str) and type(s.get("bytes")) is int
             and isinstance(s.get("sha256"), str) for s in shards):
         return "shards[] needs name, bytes and sha256 for every shard"
+    if bad := next((s["name"] for s in shards if not SHARD_FILE.fullmatch(s["name"]) or "/" in s["name"]), None):
+        return f"shard name {bad!r} is not PREFIX_(val|train)_NNNNNN.npy"
     if len({s["name"] for s in shards}) != len(shards):
         return "a shard is listed twice"
     return None

@@ -41,7 +41,7 @@ def refused_or_clean(out, clean: dict) -> str:
         assert "\n" not in str(exc) and "re-run 'nanodata pretokenize'" in str(exc)
         return "refused"
     same = [size for size, clean_out in clean.items() if same_tree(out, clean_out) == []]
-    assert same, f"the loader accepted a directory that is no clean run's output: {sorted(p.name for p in out.iterdir())}"
+    assert same, f"the loader accepted a directory no clean run left: {sorted(p.name for p in out.iterdir())}"
     return f"clean {same[0]}"
 
 

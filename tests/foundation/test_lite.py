@@ -172,7 +172,10 @@ def test_only_a_committed_shard_set_loads(shard_dir):
     shard.write_bytes(good[:-2] + bytes([good[-2] ^ 1]) + good[-1:])  # same size, other bytes
     DataLoaderLite(1, 8, 0, 1, "train", shard_dir)  # names and sizes only at every start
     assert "tok_train_000002.npy: sha256 differs from meta.json" in refusal(shard_dir, verify=True)
-    for bad in ("{", "[]", '{"version": 1, "shards": []}'):
+    good_meta = json.loads(committed)
+    for bad in ("{", "[]", '{"version": 1, "shards": []}',
+                json.dumps({**good_meta, "shards": good_meta["shards"] + [dict(good_meta["shards"][0], name="x.npy")]}),
+                json.dumps({**good_meta, "shards": good_meta["shards"] + good_meta["shards"][:1]})):
         meta.write_text(bad)
         refusal(shard_dir)
 
