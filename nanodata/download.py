@@ -192,10 +192,12 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
     for name in names:  # partials left by a crashed run
         temp_name(data_dir / name).unlink(missing_ok=True)
     present = {n for n in names if (data_dir / n).is_file() and is_valid_parquet(data_dir / n)}
-    host_down = threading.Event()
+    host_down, stopping = threading.Event(), threading.Event()
     result = {"downloaded": [], "skipped": sorted(present), "failed": {}, "unreachable": False}
 
-    def fetch_one(index: int) -> Path:
+    def fetch_one(index: int) -> Path | None:
+        if stopping.is_set():
+            return None  # not attempted: the download is stopping
         if host_down.is_set():
             raise HostUnreachable(f"{names[index]}: not attempted, host unreachable")
         try:
@@ -204,23 +206,25 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
         except HostUnreachable:
             host_down.set()
             raise
+        except FetchFailed:
+            raise
+        except NanodataError:  # a full disk: no other shard can fare better
+            stopping.set()
+            raise
 
     start = time.perf_counter()
     todo = [i for i, n in enumerate(names) if n not in present]
     with ThreadPoolExecutor(max_workers=workers) as pool, \
-            tqdm(total=num_shards, initial=len(present), unit="shard", disable=not progress,
-                 desc="download") as bar:
+            tqdm(total=num_shards, initial=len(present), unit="shard", disable=None if progress else True,
+                 desc="download") as bar:  # None: no bar when stderr is not a terminal (logs, Airflow)
         futures = {pool.submit(fetch_one, i): names[i] for i in todo}
-        for future in as_completed(futures):
+        for future in as_completed(futures):  # a stopping error propagates; the shards left return at once
             name = futures[future]
             try:
-                future.result()
-                result["downloaded"].append(name)
+                if future.result() is not None:
+                    result["downloaded"].append(name)
             except FetchFailed as exc:
                 result["failed"][name] = str(exc)
-            except NanodataError:
-                pool.shutdown(cancel_futures=True)  # shards not started yet are not attempted
-                raise
             bar.update(1)
     result["downloaded"].sort()
     result["failed"] = dict(sorted(result["failed"].items()))

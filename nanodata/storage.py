@@ -103,6 +103,9 @@ def gcs_client():
     """A client per thread, pointed at STORAGE_EMULATOR_HOST when set (anonymous), else ADC."""
     from google.cloud import storage
 
+    # The client would otherwise GET each bucket's metadata in a background thread, only to label OpenTelemetry
+    # spans: an extra request per bucket and thread, retried by the client's own policy instead of ours.
+    os.environ.setdefault("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "true")
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")
     cached = getattr(_local, "client", None)
     if cached is not None and cached[0] == emulator:
@@ -279,11 +282,16 @@ class _Run:
         if not todo:
             return 0
 
+        stopping = threading.Event()
+
         def one(name: str):
+            if stopping.is_set():
+                return name, None  # not attempted: the sync is stopping
             try:
                 return name, copy_one(self.src, self.dst, name, listing[name], **self.retry)
             except NanodataError:
-                raise  # no other file can fare better (a full disk, a hostile name): the sync stops
+                stopping.set()  # no other file can fare better (a full disk, a hostile name)
+                raise
             except Exception as exc:
                 return name, exc
 
@@ -291,21 +299,17 @@ class _Run:
 
         failed = 0
         with ThreadPoolExecutor(max(1, min(self.workers, len(todo)))) as pool:
-            try:
-                for name, outcome in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
-                                          disable=None, leave=False):
-                    if isinstance(outcome, Entry):
-                        self.done[name] = outcome
-                        self.failing.discard(name)
-                        self.totals["uploaded"] += 1
-                        self.totals["bytes"] += outcome.size
-                    else:
-                        failed += 1
-                        self.failing.add(name)
-                        log.error("sync %s: not copied: %s", name, one_line(outcome))
-            except NanodataError:
-                pool.shutdown(cancel_futures=True)  # files not started yet are not attempted
-                raise
+            for name, outcome in tqdm(pool.map(one, todo), total=len(todo), desc="sync", unit="file",
+                                      disable=None, leave=False):  # a stopping error propagates from here
+                if isinstance(outcome, Entry):
+                    self.done[name] = outcome
+                    self.failing.discard(name)
+                    self.totals["uploaded"] += 1
+                    self.totals["bytes"] += outcome.size
+                elif outcome is not None:
+                    failed += 1
+                    self.failing.add(name)
+                    log.error("sync %s: not copied: %s", name, one_line(outcome))
         return failed
 
     def run_pass(self, listing: dict[str, Entry], final: bool) -> None:

@@ -1,11 +1,15 @@
-"""A real HTTP server on 127.0.0.1 (a thread) that serves files from a directory and injects faults.
+"""A real HTTP server on 127.0.0.1 (a thread) that serves files from a directory, or forwards to another
+server (a GCS emulator), and injects faults.
 
 `server.faults[name]` is a list of faults applied to successive GETs of that file, then the file is
-served normally: "500" (internal error), "404", "drop" (connection closed before any response),
-"truncate" (full Content-Length announced, half the body sent, connection closed), "cut" (no
-Content-Length, half the body, then close: only the parquet footer check can notice), "garbage"
-(a 200 whose body is not parquet). `server.requests` lists every request ("METHOD /path") of any method,
-so a test can show that a command made none.
+served normally: "500" (or any other status code: "503", "429", "408", "404"), "drop" (connection closed
+before any response), "truncate" (full Content-Length announced, half the body sent, connection closed),
+"cut" (no Content-Length, half the body, then close: only the parquet footer check can notice), "garbage"
+(a 200 whose body is not parquet).
+As a proxy (`upstream=URL`), every request of any method goes to upstream, except that each of the next
+requests takes the next fault of `server.next_faults` (a status code or "drop"), whatever its path.
+`server.requests` lists every request ("METHOD /path") of any method, so a test can show that a command
+made none, or count the attempts of one that failed.
 """
 
 from __future__ import annotations
@@ -15,11 +19,17 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import requests
+
+HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "content-encoding", "keep-alive"}
+
 
 class FaultServer:
-    def __init__(self, root: Path):
-        self.root = Path(root)
+    def __init__(self, root: Path | None = None, upstream: str | None = None):
+        self.root = Path(root) if root is not None else None
+        self.upstream = upstream
         self.faults: dict[str, list[str]] = {}
+        self.next_faults: list[str] = []
         self.hits: Counter = Counter()
         self.requests: list[str] = []
         self._lock = threading.Lock()
@@ -39,7 +49,7 @@ class FaultServer:
     def _next_fault(self, name: str) -> str | None:
         with self._lock:
             self.hits[name] += 1
-            queue = self.faults.get(name)
+            queue = self.next_faults if self.upstream else self.faults.get(name)
             return queue.pop(0) if queue else None
 
     def _handler_class(self):
@@ -55,16 +65,37 @@ class FaultServer:
                     server.requests.append(f"{self.command} {self.path}")
                 return parsed
 
+            def fail(self, fault: str) -> None:
+                self.close_connection = True
+                if fault != "drop":
+                    self.send_error(int(fault))
+
+            def forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                fault = server._next_fault(self.path)
+                if fault:
+                    return self.fail(fault)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+                got = requests.request(self.command, server.upstream + self.path, data=body, headers=headers,
+                                       allow_redirects=False, timeout=60)
+                self.send_response(got.status_code)
+                for key, value in got.headers.items():
+                    if key.lower() not in HOP_HEADERS:
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(got.content)))
+                self.end_headers()
+                self.wfile.write(got.content)
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
             def do_GET(self):
+                if server.upstream:
+                    return self.forward()
                 name = self.path.lstrip("/")
                 fault = server._next_fault(name)
                 path = server.root / name
-                if fault == "drop":
-                    self.close_connection = True
-                    return
-                if fault in ("500", "404"):
-                    self.send_error(int(fault))
-                    return
+                if fault and fault not in ("truncate", "cut", "garbage"):
+                    return self.fail(fault)
                 if not path.is_file():
                     self.send_error(404)
                     return

@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from corpus import write_corpus
 from fault_server import FaultServer
@@ -163,3 +164,45 @@ def test_cli_reports_failed_shard_by_name_and_exits_nonzero(remote, tmp_path):
     assert "shard_00002.parquet" in proc.stderr and "Traceback" not in proc.stderr
     assert "3 downloaded" in proc.stdout
     assert len(list((tmp_path / "data").glob("*.parquet"))) == 3
+
+
+BAD_ARGS = [
+    (["--backoff-base", "-1"], "--backoff-base must be between 0 and 30, not -1.0"),
+    (["--backoff-base", "nan"], "--backoff-base must be between 0 and 30, not nan"),
+    (["--attempts", "0"], "--attempts must be >= 1, not 0"),
+    (["--timeout", "0"], "--timeout must be > 0, not 0.0"),
+    (["--timeout", "inf"], "--timeout must be > 0, not inf"),
+    (["--workers", "0"], "--workers must be >= 1, not 0"),
+    (["--num-shards", "-2"], "--num-shards must be >= 0, not -2"),
+    (["--name-template", "shard.parquet"], "--name-template 'shard.parquet' gives two shards the name 'shard.parquet'"),
+    (["--name-template", "../{index}.parquet"], "--name-template '../{index}.parquet' must give a plain file name"),
+    (["--name-template", "{index.x}.parquet"], "--name-template '{index.x}.parquet': cannot format with index=0"),
+    (["--base-url", "http://host:port/data"], "--base-url must be an http(s) URL"),
+]
+
+
+@pytest.mark.parametrize("extra, says", BAD_ARGS)
+def test_cli_bad_argument_is_one_line_before_any_request(remote, tmp_path, extra, says):
+    proc = run_cli("--base-url", remote.url, "--num-shards", "3", "--dir", str(tmp_path / "data"), *extra)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"nanodata download: error: {says}") and len(proc.stderr.splitlines()) == 1
+    assert remote.requests == [] and not (tmp_path / "data").exists()
+
+
+def test_cli_dir_that_is_a_file(remote, tmp_path):
+    (tmp_path / "data").write_bytes(b"not a dir")
+    proc = run_cli("--base-url", remote.url, "--num-shards", "3", "--dir", str(tmp_path / "data"))
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and remote.requests == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_any_template_and_url_are_checked_or_one_line_errors(template, url):
+    for check in (lambda: download.shard_names(12, template), lambda: download.check_base_url(url)):
+        try:
+            got = check()
+        except NanodataError as exc:
+            assert "\n" not in str(exc) and "\r" not in str(exc)
+            continue
+        if isinstance(got, list):  # distinct plain names
+            assert len(set(got)) == 12 and all("/" not in n and n not in (".", "..") for n in got)

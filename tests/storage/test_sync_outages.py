@@ -1,4 +1,5 @@
-"""Injected faults: the emulator process is stopped in the middle of a sync and started again."""
+"""Injected faults: the emulator process is stopped in the middle of a sync and started again; a proxy in front of
+the emulator answers with 5xx, 429, 408 or a dropped connection, which the one retry policy must bridge or bound."""
 
 import threading
 import time
@@ -6,8 +7,11 @@ import time
 import pytest
 import requests
 
+from foundation.fault_server import FaultServer
 from nanodata import storage
+from nanodata.chunking.sources import tree_files
 from nanodata.emulator import GcsEmulator
+from nanodata.errors import NanodataError
 
 
 @pytest.fixture
@@ -99,3 +103,59 @@ def test_short_outage_is_bridged_by_retries(tmp_path, own_emulator):
     got = storage.sync(src, "gs://faults/r", workers=4, attempts=8, backoff=0.1)
     restart.join()
     assert got["failed"] == 0 and got["uploaded"] == len(names) and got["complete"]
+
+
+# ---------------------------------------------------------------- the one retry policy, through a faulty proxy
+
+@pytest.fixture
+def proxy(gcs_emulator, monkeypatch):
+    """A proxy in front of the session emulator that answers the next requests with `next_faults`."""
+    with FaultServer(upstream=gcs_emulator.host) as server:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+        yield server
+
+
+def retry_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "; retry " in r.getMessage()]
+
+
+def test_streamed_listing_pages_are_retried(gcs_bucket, proxy, caplog):
+    """A tree listing's pages are requested while it is iterated: those requests retry too."""
+    for name in ("p/a.cpp", "p/sub/b.h", "p/notes.txt"):
+        storage.write_bytes(f"gs://{gcs_bucket}/{name}", b"int x;\n")
+    proxy.requests.clear()
+    proxy.next_faults = ["503", "drop"]
+    assert list(tree_files(f"gs://{gcs_bucket}/p", (".cpp", ".h"))) == [("a.cpp", 7), ("sub/b.h", 7)]
+    assert len(proxy.requests) == 3
+    lines = retry_lines(caplog)
+    assert [line.split("; ")[-1] for line in lines] == ["retry 1/4 in up to 0.50s", "retry 2/4 in up to 1.00s"]
+    assert lines[0].startswith(f"list gs://{gcs_bucket}/p: ServiceUnavailable")
+    assert lines[1].startswith(f"list gs://{gcs_bucket}/p: ConnectionError")
+
+
+def test_sync_retries_429_408_5xx_and_drops_and_logs_each(tmp_path, gcs_bucket, proxy, caplog):
+    src = tmp_path / "src"
+    names = make_files(src, 4, 20_000)
+    proxy.next_faults = ["503", "429", "drop", "408", "500"]
+    got = storage.sync(src, f"gs://{gcs_bucket}/c", workers=1, attempts=6, backoff=0.01)
+    assert got["failed"] == 0 and got["complete"] and got["uploaded"] == len(names)
+    lines = retry_lines(caplog)
+    assert len(lines) == 5 and all(" in up to " in line for line in lines)
+    assert [line.split(": ")[1] for line in lines] == ["ServiceUnavailable", "TooManyRequests", "ConnectionError",
+                                                       "GoogleAPICallError", "InternalServerError"]
+    remote, local = storage.GcsSide(f"gs://{gcs_bucket}/c").list(), storage.LocalSide(src).list()
+    assert remote == local
+
+
+def test_attempts_and_deadline_bound_the_retries(tmp_path, gcs_bucket, proxy):
+    src = tmp_path / "src"
+    make_files(src, 2, 1000)
+    proxy.next_faults = ["503"] * 1000
+    with pytest.raises(NanodataError, match=rf"gs://{gcs_bucket}/c: cannot list the objects: ServiceUnavailable"):
+        storage.sync(src, f"gs://{gcs_bucket}/c", attempts=3, backoff=0.01)
+    assert len(proxy.requests) == 3
+    proxy.requests.clear()
+    started = time.monotonic()
+    with pytest.raises(NanodataError, match="cannot list the objects: RetryError: Timeout of 0.5s exceeded"):
+        storage.sync(src, f"gs://{gcs_bucket}/c", attempts=1000, backoff=0.05, deadline=0.5)
+    assert time.monotonic() - started < 2.5 and 2 <= len(proxy.requests) < 30
