@@ -23,6 +23,7 @@ import sqlite3
 from pathlib import Path
 
 from nanodata.chunking.graphs import topo_order
+from nanodata.files import commit, temp_name
 
 PICKLE = pickle.HIGHEST_PROTOCOL
 CACHE_ENTRIES = 50_000   # per lookup cache in an emitting process; cleared when full
@@ -163,7 +164,7 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     _project_ranks(scratch, by_includes)
     scratch.commit()
 
-    tmp = index_path.with_name(index_path.name + ".tmp")
+    tmp = temp_name(index_path)
     scratch.execute("ATTACH DATABASE ? AS idx", (str(_init_index(tmp)),))
     scratch.execute("INSERT INTO idx.projects SELECT name, rank FROM projects")
     scratch.execute("""
@@ -183,9 +184,7 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     scratch.execute("DETACH DATABASE idx")
     scratch.close()
     scratch_path.unlink()
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, index_path)
+    commit(tmp, index_path)
     return counts
 
 

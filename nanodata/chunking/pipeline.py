@@ -19,9 +19,9 @@ whatever the input size; results come back in input order.
 from __future__ import annotations
 
 import logging
-import os
+import math
 import pickle
-import tempfile
+import shutil
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -35,8 +35,10 @@ from nanodata.chunking.pack import Doc, counter_for
 from nanodata.chunking.sources import (CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text,
                                        tree_items)
 from nanodata.chunking.units import parse_units
-from nanodata.chunking.writer import JsonlWriter, doc_from_line, doc_line
+from nanodata.chunking.writer import JsonlWriter, doc_from_line, doc_line, work_path
 from nanodata.errors import NanodataError
+from nanodata.files import atomic_output, disk_errors, disk_full_error, is_disk_full
+from nanodata.storage import parse_gs
 from nanodata.workers import process_pool
 
 log = logging.getLogger(__name__)
@@ -197,6 +199,26 @@ def check_settings(mode: str, max_tokens: int, tokenizer: str, cross_depth: int 
     return {"tokenizer": str(tokenizer), "mode": mode, "budget": max_tokens, "cross_depth": cross_depth}
 
 
+def check_run(output: Path, inputs, project_dirs, extensions: tuple, partition_mb: float) -> None:
+    """Where a run reads and writes, checked before any work."""
+    if not inputs and not project_dirs:
+        raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
+    if not (isinstance(partition_mb, (int, float)) and math.isfinite(partition_mb) and partition_mb > 0):
+        raise NanodataError(f"--partition-mb {partition_mb}: must be a number > 0")
+    if project_dirs and not any(e.strip(".") for e in extensions):
+        raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
+    if output.is_dir():
+        raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
+    parent = next((p for p in output.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
+    for uri in inputs:
+        if parse_gs(str(uri)) is None and Path(uri).is_dir():
+            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
+        if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
+            raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
+
+
 def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None):
     """Local modes: the docs of each usable item, in input order (lists of Doc)."""
     for result in _results(_chunk_file, items, settings, workers, tally, bar):
@@ -217,9 +239,7 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
     """Global modes, map 2: a partition's docs (staged lines, see doc_line) in (rank, gid) order.
     Returns [(rank, start byte, stop byte)] of each rank's lines in out_path."""
     groups: list[list[int]] = []
-    out_path = Path(out_path)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    with open(tmp, "wb") as out:
+    with atomic_output(out_path) as out:
         rows = stored_files(store_path, index_path)
         for result in _results(_emit_file, rows, {**settings, "index": str(index_path)}, workers, tally, bar):
             start = out.tell()
@@ -227,23 +247,15 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
             if not groups or groups[-1][0] != result.rank:
                 groups.append([result.rank, start, start])
             groups[-1][2] = out.tell()
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, out_path)
     return groups
 
 
 def stage_docs(docs_lists, out_path, mode: str) -> list:
     """Local modes in a DAG task: a partition's docs as staged lines; one group (rank 0)."""
-    out_path = Path(out_path)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    with open(tmp, "wb") as out:
+    with atomic_output(out_path) as out:
         for docs in docs_lists:
             out.write("".join(doc_line(d, mode) for d in docs).encode("utf-8"))
         size = out.tell()
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, out_path)
     return [[0, 0, size]]
 
 
@@ -309,34 +321,38 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
     """Chunk C++ from JSONL `inputs` (.jsonl, .jsonl.gz, .jsonl.zst; local or gs://) and/or `project_dirs`
     into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input."""
     settings = check_settings(mode, max_tokens, tokenizer, cross_depth, max_file_bytes, workers)
-    if not inputs and not project_dirs:
-        raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
-    if partition_mb <= 0:
-        raise NanodataError(f"--partition-mb {partition_mb}: must be > 0")
-    if Path(output).is_dir():
-        raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
-    started = time.perf_counter()
     extensions = tuple(e.lower() for e in extensions)
+    output = Path(output)
+    check_run(output, inputs, project_dirs, extensions, partition_mb)
+    started = time.perf_counter()
     items = input_items(inputs, project_dirs, extensions, max_file_bytes)
     tally = Tally(strict=strict)
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    with disk_errors(output):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        writer = JsonlWriter(output, mode, append)
     bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
-    writer = JsonlWriter(output, mode, append)
     try:
         if mode not in GLOBAL_MODES:
             for docs in chunk_items(items, settings, workers, tally, bar):
                 writer.write(docs)
         else:
-            with tempfile.TemporaryDirectory(prefix=".chunk-", dir=output.parent) as tmp:
-                _global_run(items, settings, workers, tally, bar, Path(tmp), int(partition_mb * 2 ** 20), writer)
+            work = work_path(output, "work")
+            shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
+            work.mkdir()
+            try:
+                _global_run(items, settings, workers, tally, bar, work, int(partition_mb * 2 ** 20), writer)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
         if tally.files_read == 0:
             first = f": first problem: {tally.problems[0]}" if tally.problems else ""
             raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed} problems){first}")
-    except BaseException:
+    except BaseException as exc:
         writer.abort()
+        if is_disk_full(exc):  # the output, its staging or the dedupe table: all next to OUTPUT
+            raise disk_full_error(f"{output} (or its work files in {output.parent})") from None
         raise
     finally:
+        items.close()
         bar.close()
         _state.clear()
 
@@ -351,7 +367,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
         "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
         "problems": counts["problems"],
     }
-    writer.commit(summary)
+    with disk_errors(output):
+        writer.commit(summary)
     for problem in counts["problems"][:20]:
         log.warning("%s", problem)
     n_problems = tally.files_skipped + tally.files_failed

@@ -15,14 +15,15 @@ Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 from pathlib import Path
 
 from nanodata.chunking.pack import Doc
+from nanodata.files import atomic_write, commit, temp_name
 
 SEEN_CACHE_KIB = 32 * 1024
 
@@ -38,14 +39,19 @@ def doc_from_line(line: bytes | str) -> Doc:
     return Doc(record["text"], record["n_tokens"], record["kind"], record["source"])
 
 
+def work_path(output: Path, what: str) -> Path:
+    """A run's work file or directory, next to OUTPUT and named after it: what a killed run left there
+    is cleared by the next run, never piled up under fresh random names."""
+    return output.with_name(f".{output.name}.{what}")
+
+
 class SeenTexts:
     """Digests of the texts written so far, on disk; `add` says whether a text is new."""
 
-    def __init__(self, directory: str | os.PathLike):
-        fd, name = tempfile.mkstemp(prefix=".seen-", suffix=".sqlite", dir=directory)
-        os.close(fd)
-        self.path = Path(name)
-        self.db = sqlite3.connect(name)
+    def __init__(self, path: Path):
+        self.path = path
+        path.unlink(missing_ok=True)  # a killed run's table
+        self.db = sqlite3.connect(path)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{SEEN_CACHE_KIB}"):
             self.db.execute(f"PRAGMA {pragma}")
         self.db.execute("CREATE TABLE seen(digest BLOB PRIMARY KEY) WITHOUT ROWID")
@@ -66,12 +72,12 @@ class JsonlWriter:
         self.mode = mode
         self.append = append
         self.output.parent.mkdir(parents=True, exist_ok=True)
-        self.path = self.output if append else self.output.with_name(self.output.name + ".tmp")
+        self.path = self.output if append else temp_name(self.output)
         self.resume = self.output.with_name(self.output.name + ".append")
         if append:
             self._start_append()
         self.file = open(self.path, "a" if append else "w", encoding="utf-8")
-        self.seen = SeenTexts(self.output.parent)
+        self.seen = SeenTexts(work_path(self.output, "seen.sqlite"))
         self.docs = self.tokens = self.split = self.duplicates = 0
 
     def _start_append(self) -> None:
@@ -83,12 +89,7 @@ class JsonlWriter:
                 os.fsync(f.fileno())
             return
         start = self.output.stat().st_size if self.output.exists() else 0
-        tmp = self.resume.with_name(self.resume.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(json.dumps({"offset": start}))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.resume)
+        atomic_write(self.resume, json.dumps({"offset": start}))
 
     def write(self, docs: list[Doc]) -> None:
         lines = []
@@ -112,14 +113,14 @@ class JsonlWriter:
         self.seen.close()
         self.done.unlink(missing_ok=True)
         if not self.append:
-            os.replace(self.path, self.output)
-        tmp = self.done.with_name(self.done.name + ".tmp")
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.done)
+            commit(self.path, self.output)
+        atomic_write(self.done, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         self.resume.unlink(missing_ok=True)
 
     def abort(self) -> None:
-        self.file.close()
+        """Drop what this run wrote (an append keeps its offset record: the next run truncates to it)."""
+        with contextlib.suppress(OSError):  # closing flushes, which fails again on a full disk
+            self.file.close()
         self.seen.close()
         if not self.append:
             self.path.unlink(missing_ok=True)

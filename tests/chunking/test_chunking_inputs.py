@@ -2,6 +2,9 @@
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
@@ -11,6 +14,7 @@ from nanodata.cli import main
 from nanodata.errors import NanodataError
 
 GOOD = LAYERS["calls.cpp"]
+NANODATA = str(Path(sys.executable).with_name("nanodata"))
 
 
 def _write_lines(path, lines: list[bytes]):
@@ -87,6 +91,30 @@ def test_bad_parameters(tmp_path, kwargs, match):
     args = {"inputs": [write_jsonl(tmp_path / "in.jsonl", [GOOD])], **kwargs}
     with pytest.raises(NanodataError, match=match):
         chunk_to_jsonl(tmp_path / "out.jsonl", **args)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--partition-mb", "nan"], "--partition-mb nan: must be a number > 0"),
+    (["--partition-mb", "0"], "--partition-mb 0.0: must be a number > 0"),
+    (["--project-dirs", "{tmp}", "--extensions", ","], "no file extension given for --project-dirs"),
+    (["--inputs", "{tmp}"], "is a directory; give JSONL files"),
+    (["--output", "{tmp}/in.jsonl"], "is also an input"),
+    (["--output", "{tmp}/in.jsonl/out.jsonl"], "in.jsonl is a file, not a directory"),
+    (["--output", "{tmp}"], "is a directory; give the path of a .jsonl file"),
+    (["--workers", "0"], "--workers >= 1"),
+    (["--tokenizer", "no-such-encoding"], "tokenizer 'no-such-encoding'"),
+])
+def test_cli_mistakes_are_one_line_before_any_work(tmp_path, argv, words):
+    write_jsonl(tmp_path / "in.jsonl", [GOOD])
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    defaults = {"--inputs": str(tmp_path / "in.jsonl"), "--output": str(tmp_path / "out" / "docs.jsonl")}
+    for option, value in defaults.items():
+        if option not in argv:
+            argv = [option, value, *argv]
+    done = subprocess.run([NANODATA, "chunk", "--no-progress", *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "out").exists()  # nothing written, not even the output's directory
+    assert (tmp_path / "in.jsonl").read_text().count("\n") == 1
 
 
 def test_project_walk_extensions_sizes_binaries_and_symlinks(tmp_path):
