@@ -3,9 +3,10 @@
 The algorithm, one shard at a time (memory holds one shard's rows whatever the input size):
   read whole lines (nanodata.jsonl) → parse and check each doc (bad lines counted by kind) →
   a stable hash of the text sends ~val_fraction of docs to a val spool, the rest fill the shard →
-  a full shard is permuted by an RNG seeded with (seed, shard index), written as .tmp, renamed →
+  a full shard is permuted by an RNG seeded with (seed, shard index), written whole (nanodata.files) →
   `_progress.json` records the input position, shard index and counts.
-At the end: the last partial shard, the val shard (spool order), manifest.json, then _COMPLETE.
+At the end: the last partial shard, the val shard (spool order), manifest.json, then _COMPLETE. Inputs
+without a single good doc are an error, not a complete corpus of nothing.
 
 A re-run after a crash or kill -9 resumes from `_progress.json`: it truncates the val spool to the
 checkpointed length and re-reads from the checkpointed offset, so it writes exactly the bytes an
@@ -318,8 +319,8 @@ def configure_parser(parser) -> None:
                         help="with --follow: seconds without growth that end an input (default: 60)")
     parser.add_argument("--compression", default="zstd", choices=COMPRESSIONS, help="parquet codec (default: zstd)")
     parser.add_argument("--on-error", default="skip", choices=("skip", "fail"),
-                        help="bad lines (invalid JSON, missing/non-string/empty text): skip and count them in the "
-                             "manifest (default), or stop at the first one")
+                        help="bad lines (not UTF-8, invalid JSON, missing/non-string/empty text, ...): skip and "
+                             "count them in the manifest (default), or stop at the first one")
 
 
 def run(args) -> int:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from built_corpus import MODES, built  # noqa: F401  (built is a fixture)
+from built_corpus import MODES
 from nanodata import report
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import simulate_crop_fraction

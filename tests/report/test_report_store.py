@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from nanodata import report, report_store
-from built_corpus import built, write_built_corpus  # noqa: F401  (built is a fixture)
+from built_corpus import write_built_corpus
 
 
 def test_find_builds_and_ensure_report(built, tmp_path):
