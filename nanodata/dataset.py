@@ -6,6 +6,7 @@ else a file named `val*.parquet`; else the nanochat convention, the last file by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -47,17 +48,51 @@ def split_files(data_dir: str | os.PathLike | None = None) -> tuple[list[Path], 
     files = list_parquet_files(data_dir)
     manifest = read_manifest(data_dir)
     if manifest is not None:
-        try:
-            train = sorted(data_dir / s["name"] for s in manifest["shards"])
-            val = [data_dir / manifest["val"]["name"]] if manifest.get("val") else []
-        except (KeyError, TypeError) as exc:
-            raise NanodataError(f"{data_dir / MANIFEST}: malformed, expected shards[].name and val.name "
-                                f"({type(exc).__name__}: {exc})") from None
-        return train, val
+        train, val = _manifest_entries(data_dir, manifest)
+        return sorted(data_dir / entry["name"] for entry in train), [data_dir / entry["name"] for entry in val]
     val = [p for p in files if p.name.startswith("val")]
     if val:
         return [p for p in files if p not in val], val
     return files[:-1], files[-1:]
+
+
+def _manifest_entries(data_dir: Path, manifest) -> tuple[list[dict], list[dict]]:
+    """A manifest's (train, val) file entries, each a dict with a str name."""
+    try:
+        train, val = list(manifest["shards"]), [manifest["val"]] if manifest.get("val") else []
+        if all(isinstance(entry["name"], str) for entry in train + val):
+            return train, val
+        problem = "a name that is not a string"
+    except (KeyError, TypeError, AttributeError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    raise NanodataError(f"{data_dir / MANIFEST}: malformed, expected shards[].name and val.name ({problem})")
+
+
+def manifest_checksums(data_dir: Path) -> dict[str, str]:
+    """{file name: crc32c} of the files a manifest.json lists with a checksum; empty without a manifest."""
+    manifest = read_manifest(data_dir)
+    if manifest is None:
+        return {}
+    train, val = _manifest_entries(data_dir, manifest)
+    return {entry["name"]: entry["crc32c"] for entry in train + val if isinstance(entry.get("crc32c"), str)}
+
+
+def parquet_fingerprint(path: Path) -> tuple[int, str]:
+    """(size in bytes, digest of the parquet footer): cheap to take, and it changes when a file is rewritten,
+    since the footer records every row group's row count, byte sizes and min/max values."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - 8, 0))
+            tail = f.read(8)
+            footer_size = int.from_bytes(tail[:4], "little")
+            if len(tail) < 8 or tail[4:] != b"PAR1" or footer_size > size - 12:
+                raise NanodataError(f"{path}: not a readable parquet file (no parquet footer)")
+            f.seek(size - 8 - footer_size)
+            footer = f.read(footer_size)
+    except OSError as exc:
+        raise NanodataError(f"{path}: unreadable ({exc.strerror})") from None
+    return size, hashlib.sha256(footer).hexdigest()[:16]
 
 
 def files_for_split(split: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
