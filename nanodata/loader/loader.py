@@ -5,15 +5,15 @@
 
 Everything before the staging buffer is plain numpy and runs in the prefetch thread when prefetch > 0, so
 tokenization overlaps the training step. The state yielded with batch k is the producer's exact position
-after batch k: the source cursor plus the buffered docs named by (file slot, row group, row[, offset]).
-Resuming from it re-reads and re-tokenizes those docs and continues bit-identically.
+after batch k: the source cursor plus the buffered docs named by (file slot, row group, row[, offset]), with
+what the batches depend on (settings, tokenizer, file fingerprints: see state.py). Resuming from it checks
+those, re-reads and re-tokenizes the buffered docs and continues bit-identically.
 
 Yielded tensors are reused buffers, overwritten when the next batch is requested: clone them to keep them.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import queue
 import threading
@@ -25,9 +25,8 @@ import torch
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
 from nanodata.loader.source import DocumentSource, LoaderClosed
+from nanodata.loader.state import STATE_VERSION, check_state, tokenizer_identity
 
-log = logging.getLogger("nanodata.loader")
-STATE_VERSION = 1
 READ_AHEAD = 2  # tokenized slices kept ready when prefetching
 
 
@@ -41,10 +40,12 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
     _check_positive(B=B, T=T, buffer_size=buffer_size)
     if crop not in CROP_POLICIES:
         raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
+    settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
+                "tokenizer_batch_size": tokenizer_batch_size}
     docs = _Documents(tokenizer, split, data_dir, rank, world_size, tokenizer_threads, tokenizer_batch_size,
-                      streaming, poll_interval, prefetch)
-    restore_ids = docs.resume(resume_state_dict, "bestfit")
-    return _deliver(lambda: _bestfit_batches(docs, B, T, buffer_size, crop, restore_ids),
+                      streaming, poll_interval, prefetch, settings)
+    restored = docs.resume(resume_state_dict)
+    return _deliver(lambda: _bestfit_batches(docs, B, T, buffer_size, crop, restored),
                     docs, B, T, device, return_doc_info)
 
 
@@ -62,9 +63,9 @@ def tokenizing_distributed_data_loader_with_state(
     cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info])."""
     _check_positive(B=B, T=T)
     docs = _Documents(tokenizer, split, data_dir, rank, world_size, tokenizer_threads, tokenizer_batch_size,
-                      streaming, poll_interval, prefetch)
-    restore_ids = docs.resume(resume_state_dict, "concat")
-    return _deliver(lambda: _concat_batches(docs, B, T, restore_ids), docs, B, T, device, return_doc_info)
+                      streaming, poll_interval, prefetch, {"loader": "concat", "B": B, "T": T})
+    restored = docs.resume(resume_state_dict)
+    return _deliver(lambda: _concat_batches(docs, B, T, restored), docs, B, T, device, return_doc_info)
 
 
 def tokenizing_distributed_data_loader(*args, **kwargs):
@@ -73,11 +74,10 @@ def tokenizing_distributed_data_loader(*args, **kwargs):
 
 
 # -- producers: plain numpy, exact state ---------------------------------------------------------------------
-def _bestfit_batches(docs, B, T, buffer_size, crop, restore_ids):
+def _bestfit_batches(docs, B, T, buffer_size, crop, restored):
     packer = BestFitPacker(T + 1, buffer_size, docs.bos, crop)
-    for doc_id, tokens in zip(restore_ids, docs.tokenize_ids(restore_ids)):
-        offset = doc_id[3] if len(doc_id) > 3 else 0
-        packer.add([docs.bos, *tokens[offset:]] if offset else tokens, doc_id[:3], offset)
+    for tokens, doc_id, offset in restored:
+        packer.add([docs.bos, *tokens[offset:]] if offset else tokens, doc_id, offset)
 
     def refill():
         for tokens, doc_id in docs.next_slice():
@@ -88,13 +88,13 @@ def _bestfit_batches(docs, B, T, buffer_size, crop, restore_ids):
         rows = np.empty((B, T + 1), dtype=np.int64)
         for row in rows:
             packer.fill_row(row, refill)
-        yield rows[:, :-1], rows[:, 1:], docs.state_dict("bestfit", packer.buffered_ids())
+        yield rows[:, :-1], rows[:, 1:], docs.state_dict(packer.buffered_ids())
 
 
-def _concat_batches(docs, B, T, restore_ids):
+def _concat_batches(docs, B, T, restored):
     need = B * T + 1
-    pending = deque(zip(docs.tokenize_ids(restore_ids), (doc_id[:3] for doc_id in restore_ids)))
-    head = restore_ids[0][3] if restore_ids and len(restore_ids[0]) > 3 else 0  # tokens of pending[0] used up
+    pending = deque((tokens, doc_id) for tokens, doc_id, _ in restored)
+    head = restored[0][2] if restored else 0  # tokens of pending[0] used up
     have = sum(len(tokens) for tokens, _ in pending) - head
     while True:
         while have < need:
@@ -114,7 +114,7 @@ def _concat_batches(docs, B, T, restore_ids):
             head -= len(pending.popleft()[0])
         ids = [doc_id for _, doc_id in pending]
         ids[0] = ids[0] + (head,) if head else ids[0]
-        yield window[:-1].reshape(B, T), window[1:].reshape(B, T), docs.state_dict("concat", ids)
+        yield window[:-1].reshape(B, T), window[1:].reshape(B, T), docs.state_dict(ids)
 
 
 def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
@@ -135,10 +135,11 @@ def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
 
 # -- documents, tokenized, with resume ------------------------------------------------------------------------
 class _Documents:
-    """The source plus the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=, num_threads=))."""
+    """The source plus the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=, num_threads=)), and
+    the settings a state records: the loader's own (kind first) and the documents'."""
 
     def __init__(self, tokenizer, split, data_dir, rank, world_size, threads, batch_size, streaming,
-                 poll_interval, prefetch):
+                 poll_interval, prefetch, loader_settings: dict):
         if split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val', not {split!r}")
         _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
@@ -151,6 +152,8 @@ class _Documents:
         self.bos = tokenizer.get_bos_token_id()
         self.source = DocumentSource(data_dir, split, self.rank, self.world_size, batch_size,
                                      streaming=streaming, poll_interval=poll_interval)
+        self.settings = {**loader_settings, "split": split, "streaming": streaming, "rank": self.rank,
+                         "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
         self._slices = None  # started on first use, after any resume has positioned the source
         self._position = None  # the source's state right after the last slice handed out
 
@@ -173,35 +176,33 @@ class _Documents:
     def _tokenize(self, texts) -> list[list[int]]:
         return self.tokenizer.encode(texts, prepend=self.bos, num_threads=self.threads)
 
-    def state_dict(self, loader: str, buffered_ids: list[tuple]) -> dict:
+    def state_dict(self, buffered_ids: list[tuple]) -> dict:
         """JSON-serialisable (ids are tuples, which json writes as lists); about 16 bytes per buffered doc."""
-        state = dict(self._position) if self._slices is not None else self.source.state_dict()
-        slots = sorted({doc_id[0] for doc_id in buffered_ids})
-        state.update(version=STATE_VERSION, loader=loader, rank=self.rank, world_size=self.world_size,
-                     files=[[slot, self.source.name_of(slot)] for slot in slots], buffer=buffered_ids)
-        return state
+        position = self._position if self._slices is not None else self.source.state_dict()
+        slots = {doc_id[0] for doc_id in buffered_ids}
+        if position["cursor_file"] is not None:
+            slots.add(self.source.slot(position["cursor_file"]))
+        return {"version": STATE_VERSION, **self.settings, **position, "files": self.source.file_records(slots),
+                "buffer": buffered_ids}
 
-    def resume(self, state: dict | None, loader: str) -> list[tuple]:
-        """Position the source from a state; returns the ids of the buffered docs to rebuild."""
+    def resume(self, state) -> list[tuple[list[int], tuple, int]]:
+        """Check a state and position the source from it; returns the buffered docs to rebuild, as
+        (tokens, id, offset): a best-fit requeued tail is BOS + tokens[offset:]; concatenation has used up the
+        first doc's tokens[:offset]."""
         if state is None:
             return []
-        if not isinstance(state, dict) or not {"pq_idx", "rg_idx"} <= state.keys():
-            raise ValueError("resume_state_dict must be a state yielded by a nanodata loader or a nanochat state "
-                             "{'pq_idx', 'rg_idx', 'epoch'}")
-        if "version" not in state:
-            self.source.seek_nanochat(state)
-            return []
-        if state["version"] != STATE_VERSION or state["loader"] != loader:
-            raise ValueError(f"resume_state_dict comes from a {state.get('loader')!r} loader (state version "
-                             f"{state['version']}); this is a {loader!r} loader (version {STATE_VERSION})")
-        if (state["rank"], state["world_size"]) != (self.rank, self.world_size):
-            log.warning("nanodata loader: resume state is from rank %s of %s, this is rank %s of %s; resuming "
-                        "approximately at the next row-group stride (save one state per rank for an exact resume)",
-                        state["rank"], state["world_size"], self.rank, self.world_size)
+        if check_state(state, self.settings):
             self.source.seek_nanochat(state)
             return []
         slots = self.source.load_state_dict(state)
-        return [(slots[doc_id[0]], *doc_id[1:]) for doc_id in state["buffer"]]
+        ids = [(slots[saved[0]], *saved[1:3]) for saved in state["buffer"]]
+        offsets = [saved[3] if len(saved) > 3 else 0 for saved in state["buffer"]]
+        restored = list(zip(self.tokenize_ids(ids), ids, offsets))
+        for i, (tokens, _, offset) in enumerate(restored):
+            if offset >= len(tokens):
+                raise ValueError(f"resume_state_dict: buffer[{i}][3] must be below the document's {len(tokens)} "
+                                 f"tokens, not {offset}")
+        return restored
 
 
 # -- delivery: prefetch, staging, device ----------------------------------------------------------------------

@@ -13,12 +13,14 @@ is per file, ranks that rescan at different moments still split every file's row
 from __future__ import annotations
 
 import logging
+import reprlib
 import threading
 from pathlib import Path
 
-from nanodata.dataset import (COMPLETE, default_data_dir, files_for_split, list_parquet_files, open_parquet,
-                              read_manifest, read_texts, split_files)
+from nanodata.dataset import (COMPLETE, default_data_dir, files_for_split, list_parquet_files, manifest_checksums,
+                              open_parquet, parquet_fingerprint, read_manifest, read_texts, split_files)
 from nanodata.errors import NanodataError
+from nanodata.loader.state import FINGERPRINT
 
 log = logging.getLogger("nanodata.loader")
 
@@ -44,6 +46,8 @@ class DocumentSource:
         self._names: dict[int, str] = {}
         self._open_file: tuple[str, object] | None = None
         self._open_group: tuple[str, int, list[str]] | None = None
+        self._fingerprints: dict[str, list] = {}  # file name -> FINGERPRINT, taken once: states are saved often
+        self._checksums: dict[str, str] = {}  # manifest.json's crc32c of each file it lists
         for name in self.pass_files:  # a static corpus: a file's slot is its index, in every run
             self.slot(name)
 
@@ -71,18 +75,24 @@ class DocumentSource:
             return chunk, [(slot, self.rg_idx, start + i) for i in range(len(chunk))]
 
     def read_docs(self, ids) -> list[str]:
-        """Texts of documents named by ids (slot, row group, row, ...), in the given order."""
+        """Texts of the documents a resume state names by ids (slot, row group, row, ...), in the given order."""
+        files: dict[int, object] = {}
         groups: dict[tuple[int, int], list[str]] = {}
         texts = []
         for doc_id in ids:
             slot, rg_idx, row = doc_id[0], doc_id[1], doc_id[2]
+            path = self.data_dir / self._names[slot]
+            if slot not in files:
+                files[slot] = open_parquet(path)
+            if rg_idx >= files[slot].num_row_groups:
+                raise ValueError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
+                                 f"{files[slot].num_row_groups}")
             if (slot, rg_idx) not in groups:
-                path = self.data_dir / self._names[slot]
-                groups[slot, rg_idx] = read_texts(open_parquet(path), path, rg_idx)
+                groups[slot, rg_idx] = read_texts(files[slot], path, rg_idx)
             rows = groups[slot, rg_idx]
-            if not 0 <= row < len(rows):
-                raise NanodataError(f"{self.data_dir / self._names[slot]} row group {rg_idx}: resume state names row "
-                                    f"{row} but the row group has {len(rows)} rows (did the file change?)")
+            if row >= len(rows):
+                raise ValueError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
+                                 f"{len(rows)} rows")
             texts.append(rows[row])
         return texts
 
@@ -163,28 +173,62 @@ class DocumentSource:
         return state
 
     def load_state_dict(self, state: dict) -> dict[int, int]:
-        """Restore the exact cursor. Returns {slot in the state: slot here} for the state's document ids."""
+        """Restore the exact cursor of a state that nanodata.loader.state has checked, once the files it names
+        are this split's and unchanged. Returns {slot in the state: slot here} for the state's document ids."""
         self.epoch, self.file_idx, self.rg_idx, self.row = state["cursor"]
         self.epoch_has_docs = state["epoch_has_docs"]
         self.last_read = (state["pq_idx"], state["rg_idx"], state["epoch"])
         if self.streaming:
-            epoch_files, start = state["epoch_files"], state["pass_start"]
+            epoch_files, start = list(state["epoch_files"]), state["pass_start"]
+            self._check_split_files(epoch_files, self._streaming_listing(), "epoch_files")
             self.done_files, self.pass_files = epoch_files[:start], epoch_files[start:]
             for name in epoch_files:  # the order in which the interrupted run opened them, within this epoch
                 self.slot(name)
+        names = [name for _, name, *_ in state["files"]]
+        self._check_split_files(names, self.done_files + self.pass_files, "files")
+        for _, name, *recorded in state["files"]:
+            self._check_unchanged(name, recorded)
         name = state["cursor_file"]
         if name is not None and (self.file_idx >= len(self.pass_files) or self.pass_files[self.file_idx] != name):
             if name not in self.pass_files:
-                raise NanodataError(f"{self.data_dir}: resume state reads {name}, which is no longer a "
-                                    f"{self.split} file")
+                raise ValueError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
+                                 f"{reprlib.repr(self.pass_files)}")
             self.file_idx = self.pass_files.index(name)
-        return {slot: self.slot(name) for slot, name in state["files"]}
+        return {slot: self.slot(name) for slot, name, *_ in state["files"]}
+
+    def _check_split_files(self, names: list[str], split_files: list[str], key: str) -> None:
+        known = set(split_files)
+        for name in names:
+            if name not in known:
+                raise ValueError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
+                                 f"{self.data_dir}")
+
+    def _check_unchanged(self, name: str, recorded: list) -> None:
+        path = self.data_dir / name
+        if not path.is_file():
+            raise ValueError(f"resume_state_dict names {path}, which does not exist")
+        for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
+            if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
+                raise ValueError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
+                                 f"is {now!r}")
+
+    def fingerprint(self, name: str) -> list:
+        """[bytes, footer digest, manifest crc32c or None] of a file, taken the first time it is asked for."""
+        if name not in self._fingerprints:
+            if name not in self._checksums:  # a manifest is written once, after the shards it lists
+                self._checksums = manifest_checksums(self.data_dir)
+            self._fingerprints[name] = [*parquet_fingerprint(self.data_dir / name), self._checksums.get(name)]
+        return self._fingerprints[name]
+
+    def file_records(self, slots) -> list[list]:
+        """[slot, name, *fingerprint] of each file: what a state saves of the files it names."""
+        return [[slot, self._names[slot], *self.fingerprint(self._names[slot])] for slot in sorted(slots)]
 
     def seek_nanochat(self, state: dict) -> None:
         """Approximate resume from a nanochat state {pq_idx, rg_idx, epoch}: the next row-group stride, as published."""
         if self.streaming:
             self.pass_files = self._streaming_listing()
-        self.epoch = state.get("epoch", 1)
+        self.epoch = state["epoch"]
         self.file_idx = state["pq_idx"]
         self.rg_idx, self.row = (state["rg_idx"] // self.world_size + 1) * self.world_size + self.rank, 0
         self.epoch_has_docs = True  # the skipped part of this epoch had documents

@@ -3,6 +3,8 @@
 import json
 
 from corpus import make_docs, write_parquet
+from nanodata.loader import (tokenizing_distributed_data_loader_with_state,
+                             tokenizing_distributed_data_loader_with_state_bos_bestfit)
 
 
 def write_small_corpus(tmp_path):
@@ -24,3 +26,15 @@ def take(loader, n):
         inputs, targets, state, *_ = next(loader)
         out.append((inputs.clone(), targets.clone(), as_json(state)))
     return out
+
+
+def small_bestfit(tokenizer, data_dir, B=2, T=48, **kwargs):
+    """The best-fit loader at the resume tests' sizes: a buffer of 30 docs, slices of 8, on the CPU."""
+    kwargs = {"tokenizer_batch_size": 8, "buffer_size": 30, "device": "cpu", **kwargs}
+    return tokenizing_distributed_data_loader_with_state_bos_bestfit(tokenizer, B, T, "train", data_dir=data_dir,
+                                                                     **kwargs)
+
+
+def small_concat(tokenizer, data_dir, B=2, T=48, **kwargs):
+    kwargs = {"tokenizer_batch_size": 8, "device": "cpu", **kwargs}
+    return tokenizing_distributed_data_loader_with_state(tokenizer, B, T, "train", data_dir=data_dir, **kwargs)

@@ -2,30 +2,19 @@
 at many k including epoch boundaries, after two consecutive resumes, with prefetch on and off."""
 
 import json
-import logging
 
 import pytest
 import torch
 
 import published_loader
-from loader_helpers import take, write_small_corpus
+from loader_helpers import small_bestfit, small_concat, take, write_small_corpus
 from nanodata.loader import (tokenizing_distributed_data_loader_with_state,
                              tokenizing_distributed_data_loader_with_state_bos_bestfit)
 
 N = 60
 
 
-def _bestfit(tokenizer, data_dir, crop="discard", **kwargs):
-    return tokenizing_distributed_data_loader_with_state_bos_bestfit(
-        tokenizer, 2, 48, "train", tokenizer_batch_size=8, device="cpu", buffer_size=30, data_dir=data_dir,
-        crop=crop, **kwargs)
-
-
-def _concat(tokenizer, data_dir, **kwargs):
-    return tokenizing_distributed_data_loader_with_state(tokenizer, 2, 48, "train", tokenizer_batch_size=8,
-                                                         device="cpu", data_dir=data_dir, **kwargs)
-
-
+_bestfit, _concat = small_bestfit, small_concat
 LOADERS = {"bestfit": _bestfit, "requeue": lambda *a, **k: _bestfit(*a, crop="requeue", **k), "concat": _concat}
 
 
@@ -101,14 +90,20 @@ def test_nanochat_state_resumes_at_next_row_group_stride(tokenizer, corpus_dir, 
             assert (state["pq_idx"], state["rg_idx"]) == (1, 3)
 
 
-def test_state_from_another_rank_resumes_approximately_with_a_warning(tokenizer, corpus_dir, caplog):
-    rank0 = _bestfit(tokenizer, corpus_dir, rank=0, world_size=2, prefetch=0)
-    state = take(rank0, 3)[-1][2]
-    caplog.set_level(logging.WARNING, logger="nanodata.loader")
-    rank1 = _bestfit(tokenizer, corpus_dir, rank=1, world_size=2, prefetch=0, resume_state_dict=state)
-    assert "rank 0 of 2" in caplog.text
+@pytest.mark.parametrize("rank,world_size,match", [(1, 2, "saved with rank=0, this loader has rank=1"),
+                                                    (0, 3, "saved with world_size=2, this loader has world_size=3")])
+def test_state_from_another_rank_or_world_size_is_refused(tokenizer, corpus_dir, rank, world_size, match):
+    state = take(_bestfit(tokenizer, corpus_dir, rank=0, world_size=2, prefetch=0), 3)[-1][2]
+    with pytest.raises(ValueError, match=match):
+        _bestfit(tokenizer, corpus_dir, rank=rank, world_size=world_size, resume_state_dict=state)
+
+
+def test_nanochat_fields_of_a_state_resume_at_another_world_size(tokenizer, corpus_dir):
+    state = take(_bestfit(tokenizer, corpus_dir, rank=0, world_size=2, prefetch=0), 3)[-1][2]
+    nanochat_state = {key: state[key] for key in ("pq_idx", "rg_idx", "epoch")}
+    rank1 = _bestfit(tokenizer, corpus_dir, rank=1, world_size=3, prefetch=0, resume_state_dict=nanochat_state)
     _, _, resumed_state = next(rank1)
-    assert resumed_state["rg_idx"] % 2 == 1 and resumed_state["rg_idx"] > state["rg_idx"]
+    assert resumed_state["rg_idx"] % 3 == 1 and resumed_state["rg_idx"] > state["rg_idx"]
 
 
 def test_state_of_the_other_loader_kind_is_rejected(tokenizer, tmp_path):
