@@ -1,12 +1,14 @@
 """Airflow UI plugin: the build report of every nanodata corpus, served by the api-server.
 
-A FastAPI app mounted at /nanodata-reports lists the builds under NANODATA_REPORTS_DIR (a local
-dir or a gs://bucket/prefix such as the corpus DAG's destination; a build is a dir holding a
-manifest.json) and serves each build's report: index.html, report.json and the SVG plots, as
-the DAG's report task wrote them, or written by `nanodata.report` when missing or stale
-(nanodata.report_store). A nav
-entry embeds the list in the Airflow UI. Requests need an Airflow login (the UI's session cookie
-or a Bearer JWT from /auth/token), like the rest of the API.
+A FastAPI app mounted at /nanodata-reports lists every corpus build this deployment made, newest first
+(the nanodata_cpp_corpus Asset's events: their `extra` holds each build's URI, Params and counts), plus
+the builds found under NANODATA_REPORTS_DIR (a local dir or a gs://bucket/prefix; a build is a dir
+holding a manifest.json), and serves each build's report: index.html, report.json and the SVG plots,
+as the DAG's report task wrote them, or written by `nanodata.report` when missing or stale
+(nanodata.report_store). A build under NANODATA_REPORTS_DIR is at builds/<its path there>/, any other
+at uri/gs/<bucket>/<prefix>/ or uri/local/<path>/ (nanodata.report_store.web_path). A nav entry embeds
+the list in the Airflow UI. Requests need an Airflow login (the UI's session cookie or a Bearer JWT
+from /auth/token), like the rest of the API.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import get_user
+from airflow.models.asset import AssetEvent, AssetModel
 from airflow.plugins_manager import AirflowPlugin
 from nanodata import report, report_store, storage
 from nanodata.errors import NanodataError
 
 URL_PREFIX = "/nanodata-reports"
+CORPUS_ASSET = "nanodata_cpp_corpus"  # the corpus DAG's Asset (dags/_common.py CPP_CORPUS), emitted per build
 DEFAULT_ROOT = str(Path.home() / ".cache" / "nanodata" / "builds")
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".svg": "image/svg+xml"}
 SERVED = {report.INDEX_HTML, report.REPORT_JSON, *report.PLOTS}  # nothing else of a build is exposed
@@ -32,19 +38,36 @@ def reports_root() -> str:
     return os.environ.get("NANODATA_REPORTS_DIR", DEFAULT_ROOT).rstrip("/")
 
 
+def corpus_events(session) -> list[tuple]:
+    """(timestamp, extra) of every event of the corpus Asset, newest first."""
+    query = (select(AssetEvent.timestamp, AssetEvent.extra).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+             .where(AssetModel.name == CORPUS_ASSET).order_by(AssetEvent.timestamp.desc(), AssetEvent.id.desc()))
+    return [tuple(row) for row in session.execute(query)]
+
+
+def served_builds(root: str, events: list[tuple]) -> dict[str, str]:
+    """{web path without its trailing slash: build URI} of every build with a report here."""
+    builds = {f"builds/{b}": f"{root}/{b}" for b in report_store.find_builds(root)}
+    for _, extra in events:
+        uri = str((extra or {}).get("uri") or "").rstrip("/")
+        if uri:
+            builds.setdefault(report_store.web_path(uri, root).rstrip("/"), uri)
+    return builds
+
+
 app = FastAPI(title="nanodata build reports", dependencies=[Depends(get_user)])
 
 
 @app.get("/", response_class=HTMLResponse)
-def list_builds() -> str:
+def list_builds(session: SessionDep) -> str:
     root = reports_root()
-    return report_store.builds_index_html(root, report_store.find_builds(root), link_prefix="builds/")
+    rows = report_store.build_rows(corpus_events(session), root, report_store.find_builds(root))
+    return report_store.builds_index_html(root, rows)
 
 
-@app.get("/builds/{path:path}")
-def build_file(path: str):
-    root = reports_root()
-    builds = report_store.find_builds(root)
+@app.get("/{path:path}")
+def build_file(path: str, session: SessionDep):
+    builds = served_builds(reports_root(), corpus_events(session))
     if path in builds:  # the report's relative links need the trailing slash
         return RedirectResponse(path.rsplit("/", 1)[-1] + "/")
     build, _, name = path.rpartition("/")
@@ -52,9 +75,9 @@ def build_file(path: str):
     if build not in builds or name not in SERVED:  # only listed builds and report files: no ../ escapes
         raise HTTPException(status_code=404, detail=f"no report file {path!r}")
     try:
-        data = storage.read_bytes(f"{report_store.ensure_report(f'{root}/{build}')}/{name}")
+        data = storage.read_bytes(f"{report_store.ensure_report(builds[build])}/{name}")
     except NanodataError as exc:
-        raise HTTPException(status_code=422, detail=f"build {build}: {exc}") from None
+        raise HTTPException(status_code=422, detail=f"build {builds[build]}: {exc}") from None
     if data is None:
         raise HTTPException(status_code=404, detail=f"no report file {path!r}")
     return Response(data, media_type=MEDIA_TYPES[Path(name).suffix])

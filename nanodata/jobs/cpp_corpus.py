@@ -311,9 +311,11 @@ def publish(dest: str, stage: str, key: str) -> dict:
     return info
 
 
-def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | None = None) -> str:
+def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | None = None,
+           max_tokens: int | None = None) -> str:
     """Write the build report next to the shards (builds/<key>/report/); returns its index.html URI.
-    With the build's stage, the report also shows what each partition's chunk task counted."""
+    With the build's stage, the report also shows what each partition's chunk task counted; with the
+    build's max_tokens, its length histogram ends there and its crop table adds T = max_tokens."""
     from nanodata.report import INDEX_HTML, PLOTS, REPORT_DIR, REPORT_JSON, write_report
 
     target = build_uri(dest, key)
@@ -322,9 +324,10 @@ def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | Non
         return join(report_uri, INDEX_HTML)
     partitions = ((read_json(join(stage, "merged", SUMMARY)) or {}).get("partitions") if stage else None)
     if not is_gcs(target):
-        return str(write_report(target, tokenizer=tokenizer, partitions=partitions))
+        return str(write_report(target, tokenizer=tokenizer, partitions=partitions, max_tokens=max_tokens))
     with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
         local = fetch_dir(target, Path(tmp) / "build")
-        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions)
+        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions,
+                             max_tokens=max_tokens, uri=target)  # the report names the build, not this copy
         put_dir(index.parent, report_uri)
     return join(report_uri, INDEX_HTML)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from built_corpus import MODES
+from built_corpus import KINDS, MODES, source_of, write_built_corpus
 from nanodata import report
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import simulate_crop_fraction
@@ -47,7 +47,7 @@ def test_report_counts_plots_and_crop(built):
     assert data["crop_fraction"]["16384"] < data["crop_fraction"]["1024"]
 
     assert len(svg_bars(index.parent / "doc_tokens.svg")) == len(data["doc_tokens_histogram"])
-    assert len(svg_bars(index.parent / "docs_per_mode.svg")) == 3
+    assert len(svg_bars(index.parent / "docs_by_kind.svg")) == 2 * 3  # % of docs and % of tokens per kind
     shard_bars = svg_bars(index.parent / "shard_sizes.svg")
     sizes = [s["bytes"] for s in data["shards"]]
     assert shard_bars.index(max(shard_bars)) == sizes.index(max(sizes))  # tallest bar = largest shard
@@ -67,7 +67,8 @@ def test_text_only_corpus_is_tokenized(corpus_dir, tokenizer):
     assert data["docs"] == len(texts) == 1200
     assert data["tokens"] == sum(tokenizer.count_tokens(t) for t in texts)
     assert data["token_counts_from"] == "tokenized with cl100k_base"
-    assert data["modes"] == {"(no mode column)": 1200}
+    assert data["modes"] == {"(not recorded)": 1200}
+    assert data["kinds"] == {"(not recorded)": {"docs": 1200, "tokens": data["tokens"]}}
     assert data["manifest"] is None and data["shards"][-1]["split"] == "val"  # no manifest: last file is val
     assert not (corpus_dir / "report").exists()  # --out honoured
 
@@ -166,3 +167,119 @@ def test_bad_arguments_are_one_line_errors_before_any_work(built, tmp_path):
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     assert not (build_dir / "report").exists() and a_file.read_text() == "x"
+
+
+def expected_groups(lengths, key):
+    """{key(j): {"docs", "tokens"}} summed over every shard, doc j of a shard keyed by key(j)."""
+    out = {}
+    for shard in lengths:
+        for j, n in enumerate(shard):
+            entry = out.setdefault(key(j), {"docs": 0, "tokens": 0})
+            entry["docs"] += 1
+            entry["tokens"] += n
+    return out
+
+
+def test_docs_and_tokens_by_kind_and_by_project(built):
+    """One bar per mode says nothing for a one-mode build: the report shows where docs and tokens are, by kind
+    (whole file, chunk, split) and by source project."""
+    build_dir, lengths = built
+    index = report.write_report(build_dir)
+    data = json.loads((index.parent / "report.json").read_text())
+    by_kind = expected_groups(lengths, lambda j: KINDS[j % len(KINDS)])
+    assert data["kinds"] == {"whole file": by_kind["file"], "chunk": by_kind["chunk"], "split": by_kind["split"]}
+    assert list(data["kinds"]) == ["whole file", "chunk", "split"]
+    by_project = expected_groups(lengths, lambda j: source_of(j).replace(":", "/").split("/")[0])
+    assert set(by_project) == {"boost", "llvm", "fmt.jsonl"}  # 'repo/path' and 'input.jsonl:LINE' sources
+    assert data["projects"] == dict(sorted(by_project.items(), key=lambda kv: -kv[1]["tokens"]))
+    assert data["project_count"] == 3
+
+    kind_bars = svg_bars(index.parent / "docs_by_kind.svg")  # % of docs per kind, then % of tokens per kind
+    docs_share = [v["docs"] / data["docs"] for v in data["kinds"].values()]
+    assert kind_bars[:3] == pytest.approx([kind_bars[1] * s / docs_share[1] for s in docs_share], rel=1e-2)
+    assert kind_bars[1] == max(kind_bars[:3])  # chunks are half the docs
+    html = index.read_text()
+    assert "<th>kind</th>" in html and "<td>whole file</td>" in html and "<td>fmt.jsonl</td>" in html
+
+
+def test_many_projects_show_the_top_ones_and_the_rest_summed(tmp_path):
+    import pyarrow as pa
+
+    build = tmp_path / "b"
+    build.mkdir()
+    sources = [f"p{i:02d}/x.cpp" for i in range(30) for _ in range(i + 1)]  # project pNN has NN+1 docs
+    pq.write_table(pa.table({"text": ["x"] * len(sources), "n_tokens": pa.array([5] * len(sources), pa.int64()),
+                             "source": sources}), build / "shard_00000.parquet")
+    pq.write_table(pa.table({"text": ["x"], "n_tokens": pa.array([5], pa.int64())}), build / "val.parquet")
+    data = json.loads((report.write_report(build).parent / "report.json").read_text())
+    assert data["project_count"] == 31  # 30 named projects + the val shard's docs without a source column
+    names = list(data["projects"])
+    assert names[:report.TOP_PROJECTS] == [f"p{i:02d}" for i in range(29, 29 - report.TOP_PROJECTS, -1)]
+    assert names[-1] == "(11 other projects)" and len(names) == report.TOP_PROJECTS + 1
+    assert sum(v["docs"] for v in data["projects"].values()) == data["docs"] == len(sources) + 1
+
+
+def test_length_histogram_ends_at_max_tokens(tmp_path):
+    """Docs chunked to max_tokens=2048 hold up to exactly 2048 tokens: the last bin is 1024-2048, not 2048-4095."""
+    lengths = [[2048, 2048, 1500, 1024, 1023, 40, 15, 16], [2048, 7]]
+    build = write_built_corpus(tmp_path / "b", lengths)
+    data = json.loads((report.write_report(build, max_tokens=2048).parent / "report.json").read_text())
+    histogram = data["doc_tokens_histogram"]
+    assert list(histogram)[-1] == "1024-2048" and histogram["1024-2048"] == 5  # 2048 x3, 1500, 1024
+    assert not any(label.startswith("2048") for label in histogram)
+    assert histogram["512-1023"] == 1 and histogram["0-15"] == 2 and histogram["16-31"] == 1
+    assert sum(histogram.values()) == 10 and data["max_tokens"] == 2048
+    assert "2048" in data["crop_fraction"]
+    labels = [t.text for t in ET.parse(tmp_path / "b" / "report" / "doc_tokens.svg").getroot().iter(f"{SVG}text")]
+    assert "1024-2048" in labels
+
+    # without max_tokens the bins end at the longest doc; docs beyond a given max_tokens get a bin of their own
+    histogram = json.loads((report.write_report(build, tmp_path / "a").parent / "report.json").read_text())[
+        "doc_tokens_histogram"]
+    assert list(histogram)[-1] == "1024-2048"
+    histogram = json.loads((report.write_report(build, tmp_path / "c", max_tokens=1500).parent / "report.json")
+                           .read_text())["doc_tokens_histogram"]
+    assert list(histogram)[-2:] == ["1024-1500", ">1500"] and histogram[">1500"] == 3
+
+
+def test_crop_table_adds_max_tokens_and_the_page_explains_the_crop(built):
+    build_dir, lengths = built
+    index = report.write_report(build_dir, max_tokens=3000)
+    data = json.loads((index.parent / "report.json").read_text())
+    train = lengths[0] + lengths[1]
+    assert list(data["crop_fraction"]) == ["1024", "2048", "3000", "4096", "16384"]
+    assert data["crop_fraction"]["3000"] == round(simulate_crop_fraction(train, 3000), 6) > 0  # docs <= 3000
+    assert simulate_crop_fraction(train, 3000, crop="requeue") == 0  # what the page promises for requeue
+    html = index.read_text()
+    assert "at T = max_tokens = 3000, " + f"{100 * data['crop_fraction']['3000']:.2f}% of the tokens" in html
+    assert "crops the shortest doc to fill the row exactly" in html
+    assert 'crop="requeue"' in html and "no token is lost" in html
+    assert "<th>max tokens per doc</th><td>3000</td>" in html
+
+
+def test_report_of_a_gs_build_names_its_uri(gcs_emulator, tmp_path):
+    """The DAG's report step fetches a gs:// build to a temp dir: the report names the build's URI, not that dir."""
+    from nanodata import storage
+    from nanodata.jobs import cpp_corpus
+
+    gcs_emulator.create_bucket("report-uri")
+    local = write_built_corpus(tmp_path / "local", [[10, 20, 30], [40]])
+    uri = "gs://report-uri/cpp/builds/k1"
+    assert storage.sync(str(local), uri)["failed"] == 0
+    index_uri = cpp_corpus.report("gs://report-uri/cpp", "k1", max_tokens=64)
+    assert index_uri == f"{uri}/report/index.html"
+    data = json.loads(storage.read_bytes(f"{uri}/report/report.json"))
+    assert data["build"] == uri and data["max_tokens"] == 64
+    html = storage.read_bytes(index_uri).decode()
+    assert f"<th>build</th><td>{uri}</td>" in html and "nanodata-report-" not in html  # the temp dir's prefix
+
+
+def test_max_tokens_option(built, tmp_path):
+    build_dir, _ = built
+    proc = run_report(build_dir, "--out", tmp_path / "r", "--max-tokens", "3000")
+    assert proc.returncode == 0, proc.stderr
+    assert "T=3000:" in proc.stdout
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["max_tokens"] == 3000
+    proc = run_report(build_dir, "--max-tokens", "0")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--max-tokens 0: must be" in proc.stderr
+    assert not (build_dir / "report").exists()
