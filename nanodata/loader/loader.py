@@ -1,21 +1,22 @@
 """The public loaders: parquet documents -> tokens -> rows -> one staging buffer -> the device.
 
-    DocumentSource ─ slices of texts + ids ─► tokenizer ─► BestFitPacker (or a flat token stream)
+    DocumentSource(s) ─ slices of texts + ids ─► tokenizer ─► BestFitPacker per logical stream (or a flat stream)
         ─► (B, T+1) rows ─► [optional prefetch thread] ─► staging [inputs | targets] ─► one copy to device
 
 Everything before the staging buffer is plain numpy and runs in the prefetch thread when prefetch > 0, so
 tokenization overlaps the training step. The state yielded with batch k is the producer's exact position
-after batch k: the source cursor plus the buffered docs named by (file slot, row group, row[, offset]), with
+after batch k: the source cursors plus the buffered docs named by (file slot, row group, row[, offset]), with
 what the batches depend on (settings, tokenizer, file fingerprints: see state.py). Resuming from it checks
-those, re-reads and re-tokenizes the buffered docs and continues bit-identically.
+those, re-reads and re-tokenizes the buffered docs and continues bit-identically. Best-fit runs with logical
+streams or several sources (streams.py) also resume at another world size, from the list of all ranks' states.
 
 Yielded tensors are reused buffers, overwritten when the next batch is requested: clone them to keep them.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import queue
 import threading
 from collections import deque
 
@@ -25,28 +26,36 @@ import torch
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
 from nanodata.loader.source import DocumentSource, LoaderClosed
-from nanodata.loader.state import STATE_VERSION, check_state, tokenizer_identity
-
-READ_AHEAD = 2  # tokenized slices kept ready when prefetching
+from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
+from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
 
 
 def tokenizing_distributed_data_loader_with_state_bos_bestfit(
         tokenizer, B, T, split, tokenizer_threads=4, tokenizer_batch_size=128, device="cuda",
-        resume_state_dict=None, buffer_size=1000, *, data_dir=None, rank=None, world_size=None, crop="discard",
-        streaming=False, prefetch=2, poll_interval=30.0, return_doc_info=False):
+        resume_state_dict=None, buffer_size=1000, *, data_dir=None, sources=None, logical_streams=None,
+        reweight=False, rank=None, world_size=None, crop="discard", streaming=False, prefetch=2, poll_interval=30.0,
+        return_doc_info=False):
     """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
     doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True. inputs and targets are views of one
-    reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch."""
+    reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch.
+
+    sources=[{"data_dir": ..., "weight": ...}, ...] replaces data_dir with a weighted mixture; logical_streams=N
+    (fixed for a run) lets it resume on up to N ranks. resume_state_dict: one state, or the list of all ranks'
+    states (gather_states), which resumes at any world size the run allows. reweight=True accepts other weights
+    at resume (a curriculum): buffered docs stay, the new weights apply from the next document."""
     _check_positive(B=B, T=T, buffer_size=buffer_size)
     if crop not in CROP_POLICIES:
         raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
+    if logical_streams is not None:
+        _check_positive(logical_streams=logical_streams)
+    data_dirs, weights = _check_sources(data_dir, sources)
     settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
                 "tokenizer_batch_size": tokenizer_batch_size}
-    docs = _Documents(tokenizer, split, data_dir, rank, world_size, tokenizer_threads, tokenizer_batch_size,
-                      streaming, poll_interval, prefetch, settings)
-    restored = docs.resume(resume_state_dict)
-    return _deliver(lambda: _bestfit_batches(docs, B, T, buffer_size, crop, restored),
-                    docs, B, T, device, return_doc_info)
+    docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
+                      poll_interval, prefetch, settings)
+    plan = plan_resume(resume_state_dict, docs.settings, logical_streams, weights, bool(reweight))
+    rows = _BestFitRows(docs, data_dirs, weights, plan, B, T, buffer_size, crop)
+    return _deliver(rows.batches, docs, B, T, device, return_doc_info)
 
 
 def tokenizing_distributed_data_loader_bos_bestfit(*args, **kwargs):
@@ -60,12 +69,21 @@ def tokenizing_distributed_data_loader_with_state(
         poll_interval=30.0, return_doc_info=False):
     """The published fallback for scarce data or very long docs: BOS-prefixed docs concatenated into one stream,
     cut into windows of B*T+1 tokens; a window's last token is the next window's first input. Nothing is
-    cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info])."""
+    cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
+    world size it was saved at (one state, or the list of all ranks' states)."""
     _check_positive(B=B, T=T)
-    docs = _Documents(tokenizer, split, data_dir, rank, world_size, tokenizer_threads, tokenizer_batch_size,
-                      streaming, poll_interval, prefetch, {"loader": "concat", "B": B, "T": T})
-    restored = docs.resume(resume_state_dict)
-    return _deliver(lambda: _concat_batches(docs, B, T, restored), docs, B, T, device, return_doc_info)
+    docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
+                      poll_interval, prefetch, {"loader": "concat", "B": B, "T": T})
+    plan = plan_resume(resume_state_dict, docs.settings)
+    feed = docs.feed(data_dir, docs.rank, docs.world_size)
+    restored = []
+    if plan.nanochat is not None:
+        feed.source.seek_nanochat(plan.nanochat)
+    elif plan.streams:
+        saved = plan.streams[docs.rank]
+        slot_maps = [feed.source.load_state_dict(saved["sources"][0])]
+        restored = restore_docs([feed], slot_maps, saved["buffer"], "buffer", False)
+    return _deliver(lambda: _concat_batches(docs, feed, B, T, restored), docs, B, T, device, return_doc_info)
 
 
 def tokenizing_distributed_data_loader(*args, **kwargs):
@@ -73,32 +91,64 @@ def tokenizing_distributed_data_loader(*args, **kwargs):
     return _without_state(tokenizing_distributed_data_loader_with_state(*args, **kwargs))
 
 
+def gather_states(state: dict, group=None) -> list[dict]:
+    """Every rank's loader state, in rank order, on every rank: a torch.distributed collective, so call it on
+    all ranks with the states of the same step. Save the list once; pass it as resume_state_dict on any world
+    size the run allows (the states must be JSON-serialisable, as the loader's are)."""
+    states = [None] * torch.distributed.get_world_size(group)
+    torch.distributed.all_gather_object(states, state, group=group)
+    return states
+
+
 # -- producers: plain numpy, exact state ---------------------------------------------------------------------
-def _bestfit_batches(docs, B, T, buffer_size, crop, restored):
-    packer = BestFitPacker(T + 1, buffer_size, docs.bos, crop)
-    for tokens, doc_id, offset in restored:
-        packer.add([docs.bos, *tokens[offset:]] if offset else tokens, doc_id, offset)
+class _BestFitRows:
+    """This rank's logical streams (r, r+W, ... of N), each a packer fed by the sources; rows are taken from
+    them in turn, and the state is version 2 (a default run: one stream, one source) or version 3."""
 
-    def refill():
-        for tokens, doc_id in docs.next_slice():
-            packer.add(tokens, doc_id)
-        return True
+    def __init__(self, docs, data_dirs, weights, plan, B, T, buffer_size, crop):
+        self.docs, self.plan, self.weights, self.B, self.T = docs, plan, weights, B, T
+        tagged = plan.layout == STREAMS_VERSION
+        self.streams = []
+        for s in range(docs.rank, plan.logical_streams, docs.world_size):
+            feeds = [docs.feed(data_dir, s, plan.logical_streams) for data_dir in data_dirs]
+            stream = Stream(s, feeds, weights or [1.0], BestFitPacker(T + 1, buffer_size, docs.bos, crop), tagged)
+            if s in plan.streams:
+                stream.restore(plan.streams[s], plan.reweighted)
+            self.streams.append(stream)
+        if plan.nanochat is not None:
+            self.streams[0].feeds[0].source.seek_nanochat(plan.nanochat)
 
-    while True:
-        rows = np.empty((B, T + 1), dtype=np.int64)
-        for row in rows:
-            packer.fill_row(row, refill)
-        yield rows[:, :-1], rows[:, 1:], docs.state_dict(packer.buffered_ids())
+    def batches(self):
+        streams, B, T = self.streams, self.B, self.T
+        current = self.plan.next_stream
+        while True:
+            rows = np.empty((B, T + 1), dtype=np.int64)
+            for row in rows:
+                stream = streams[current]
+                stream.packer.fill_row(row, stream.refill)
+                current = (current + 1) % len(streams)
+            yield rows[:, :-1], rows[:, 1:], self.state_dict(current)
+
+    def state_dict(self, next_stream: int) -> dict:
+        """JSON-serialisable (ids are tuples, which json writes as lists); about 16 bytes per buffered doc."""
+        if self.plan.layout == STATE_VERSION:
+            stream = self.streams[0]
+            buffered = stream.packer.buffered_ids()
+            position = stream.feeds[0].state_dict({doc_id[0] for doc_id in buffered})
+            return {"version": STATE_VERSION, **self.docs.settings, **position, "buffer": buffered}
+        return {"version": STREAMS_VERSION, **self.docs.settings, "logical_streams": self.plan.logical_streams,
+                "weights": self.weights, "next_stream": next_stream,
+                "streams": [stream.state_dict() for stream in self.streams]}
 
 
-def _concat_batches(docs, B, T, restored):
+def _concat_batches(docs, feed, B, T, restored):
     need = B * T + 1
-    pending = deque((tokens, doc_id) for tokens, doc_id, _ in restored)
+    pending = deque((tokens, doc_id[1:]) for tokens, doc_id, _ in restored)
     head = restored[0][2] if restored else 0  # tokens of pending[0] used up
     have = sum(len(tokens) for tokens, _ in pending) - head
     while True:
         while have < need:
-            for tokens, doc_id in docs.next_slice():
+            for tokens, doc_id in feed.next_slice():
                 pending.append((tokens, doc_id))
                 have += len(tokens)
         window = np.empty(need, dtype=np.int64)
@@ -114,7 +164,9 @@ def _concat_batches(docs, B, T, restored):
             head -= len(pending.popleft()[0])
         ids = [doc_id for _, doc_id in pending]
         ids[0] = ids[0] + (head,) if head else ids[0]
-        yield window[:-1].reshape(B, T), window[1:].reshape(B, T), docs.state_dict(ids)
+        position = feed.state_dict({doc_id[0] for doc_id in ids})
+        yield (window[:-1].reshape(B, T), window[1:].reshape(B, T),
+               {"version": STATE_VERSION, **docs.settings, **position, "buffer": ids})
 
 
 def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
@@ -133,13 +185,14 @@ def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
     return {"cu_seqlens": cu_seqlens, "position_ids": position_ids}
 
 
-# -- documents, tokenized, with resume ------------------------------------------------------------------------
+# -- documents, tokenized --------------------------------------------------------------------------------------
 class _Documents:
-    """The source plus the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=, num_threads=)), and
-    the settings a state records: the loader's own (kind first) and the documents'."""
+    """What every feed of this rank shares: the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=,
+    num_threads=)), the source settings, the stop event, and the settings a state records: the loader's own
+    (kind first) and the documents'."""
 
-    def __init__(self, tokenizer, split, data_dir, rank, world_size, threads, batch_size, streaming,
-                 poll_interval, prefetch, loader_settings: dict):
+    def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
+                 loader_settings: dict):
         if split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val', not {split!r}")
         _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
@@ -149,60 +202,20 @@ class _Documents:
             raise ValueError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.tokenizer, self.threads, self.prefetch = tokenizer, threads, prefetch
+        self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
         self.bos = tokenizer.get_bos_token_id()
-        self.source = DocumentSource(data_dir, split, self.rank, self.world_size, batch_size,
-                                     streaming=streaming, poll_interval=poll_interval)
+        self.stop = threading.Event()
         self.settings = {**loader_settings, "split": split, "streaming": streaming, "rank": self.rank,
                          "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
-        self._slices = None  # started on first use, after any resume has positioned the source
-        self._position = None  # the source's state right after the last slice handed out
 
-    def next_slice(self) -> list[tuple[list[int], tuple]]:
-        if self._slices is None:
-            slices = self._read_and_tokenize()
-            # with prefetch, the next slices are read and tokenized while this thread packs
-            self._slices = _prefetched(slices, READ_AHEAD, self.source.stop) if self.prefetch else slices
-        token_lists, ids, self._position = next(self._slices)
-        return list(zip(token_lists, ids))
-
-    def _read_and_tokenize(self):
-        while True:
-            texts, ids = self.source.next_slice()
-            yield self._tokenize(texts), ids, self.source.state_dict()
-
-    def tokenize_ids(self, ids) -> list[list[int]]:
-        return self._tokenize(self.source.read_docs(ids)) if ids else []
+    def feed(self, data_dir, stream: int, n_streams: int) -> Feed:
+        """Row groups stream, stream + n_streams, ... of each of data_dir's files of this split."""
+        source = DocumentSource(data_dir, self.split, stream, n_streams, self.batch_size, streaming=self.streaming,
+                                poll_interval=self.poll_interval, stop=self.stop)
+        return Feed(source, self._tokenize, bool(self.prefetch))
 
     def _tokenize(self, texts) -> list[list[int]]:
         return self.tokenizer.encode(texts, prepend=self.bos, num_threads=self.threads)
-
-    def state_dict(self, buffered_ids: list[tuple]) -> dict:
-        """JSON-serialisable (ids are tuples, which json writes as lists); about 16 bytes per buffered doc."""
-        position = self._position if self._slices is not None else self.source.state_dict()
-        slots = {doc_id[0] for doc_id in buffered_ids}
-        if position["cursor_file"] is not None:
-            slots.add(self.source.slot(position["cursor_file"]))
-        return {"version": STATE_VERSION, **self.settings, **position, "files": self.source.file_records(slots),
-                "buffer": buffered_ids}
-
-    def resume(self, state) -> list[tuple[list[int], tuple, int]]:
-        """Check a state and position the source from it; returns the buffered docs to rebuild, as
-        (tokens, id, offset): a best-fit requeued tail is BOS + tokens[offset:]; concatenation has used up the
-        first doc's tokens[:offset]."""
-        if state is None:
-            return []
-        if check_state(state, self.settings):
-            self.source.seek_nanochat(state)
-            return []
-        slots = self.source.load_state_dict(state)
-        ids = [(slots[saved[0]], *saved[1:3]) for saved in state["buffer"]]
-        offsets = [saved[3] if len(saved) > 3 else 0 for saved in state["buffer"]]
-        restored = list(zip(self.tokenize_ids(ids), ids, offsets))
-        for i, (tokens, _, offset) in enumerate(restored):
-            if offset >= len(tokens):
-                raise ValueError(f"resume_state_dict: buffer[{i}][3] must be below the document's {len(tokens)} "
-                                 f"tokens, not {offset}")
-        return restored
 
 
 # -- delivery: prefetch, staging, device ----------------------------------------------------------------------
@@ -220,7 +233,7 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info:
         if return_doc_info:
             items = ((*item, doc_info(item[0], docs.bos)) for item in items)
         if docs.prefetch:
-            items = _prefetched(items, docs.prefetch, docs.source.stop)
+            items = prefetched(items, docs.prefetch, docs.stop)
         try:
             for inputs_np, targets_np, state, *info in items:
                 if copied is not None:
@@ -235,50 +248,9 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info:
         except LoaderClosed:
             return
         finally:
-            docs.source.stop.set()
+            docs.stop.set()
 
     return batches()
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def _prefetched(items, depth: int, stop: threading.Event):
-    """The same items, produced by a daemon thread that keeps up to `depth` of them ready."""
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def work():
-        try:
-            for item in items:
-                if not put(item):
-                    return
-        except LoaderClosed:
-            return
-        except BaseException as exc:  # re-raised in the consumer, where the trainer can see it
-            put(_Failure(exc))
-
-    threading.Thread(target=work, name="nanodata-loader-prefetch", daemon=True).start()
-    while True:
-        try:
-            item = ready.get(timeout=0.1)
-        except queue.Empty:
-            if stop.is_set():
-                raise LoaderClosed() from None
-            continue
-        if isinstance(item, _Failure):
-            raise item.exc
-        yield item
 
 
 def _without_state(loader):
@@ -287,6 +259,25 @@ def _without_state(loader):
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
+def _check_sources(data_dir, sources) -> tuple[list, list[float] | None]:
+    """The data dirs to read and their weights (None: one data_dir, not a mixture)."""
+    if sources is None:
+        return [data_dir], None
+    if data_dir is not None:
+        raise ValueError("pass data_dir or sources, not both")
+    if not isinstance(sources, (list, tuple)) or not sources:
+        raise ValueError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, not {sources!r}")
+    for i, source in enumerate(sources):
+        if not isinstance(source, dict) or set(source) != {"data_dir", "weight"}:
+            raise ValueError(f"sources[{i}] must be a dict with exactly the keys data_dir and weight, not {source!r}")
+        weight = source["weight"]
+        if type(weight) not in (int, float) or not 0 < weight < math.inf:
+            raise ValueError(f"sources[{i}]['weight'] must be a number > 0, not {weight!r}")
+        if not isinstance(source["data_dir"], (str, os.PathLike)):
+            raise ValueError(f"sources[{i}]['data_dir'] must be a path, not {source['data_dir']!r}")
+    return [source["data_dir"] for source in sources], [float(source["weight"]) for source in sources]
+
+
 def _check_positive(**values) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -142,8 +142,9 @@ class DocumentSource:
 
     def _next_epoch(self, files: list[str]) -> None:
         if not self.epoch_has_docs:
-            raise NanodataError(f"{self.data_dir}: a whole pass over the {self.split} files gave rank {self.rank} "
-                                f"of {self.world_size} no documents (too few row groups or empty files)")
+            raise NanodataError(f"{self.data_dir}: a whole pass over the {self.split} files gave rank (or logical "
+                                f"stream) {self.rank} of {self.world_size} no documents (too few row groups or empty "
+                                f"files)")
         self.epoch += 1
         self.epoch_has_docs = False
         self.done_files, self.pass_files = [], list(files)

@@ -166,7 +166,7 @@ def test_nanochat_state_needs_exactly_its_three_keys(tokenizer, tmp_path):
 def test_a_state_of_an_older_version_is_refused_with_the_way_out(tokenizer, tmp_path):
     data_dir = write_small_corpus(tmp_path)
     state, _ = _state(tokenizer, data_dir)
-    _refused(r"has version 1; this loader reads version 2 \(pass only its pq_idx, rg_idx, epoch", tokenizer,
+    _refused(r"has version 1; this loader reads versions 2 and 3 \(pass only its pq_idx, rg_idx, epoch", tokenizer,
              data_dir, {**state, "version": 1})
 
 
@@ -194,7 +194,10 @@ def _edit(state, key, value):
     (lambda s: _edit(s, "buffer", [[*s["buffer"][0][:3], 10 ** 6]]), r"buffer\[0\]\[3\] must be below"),
     (lambda s: _edit(s, "surprise", 1), "unexpected key.*'surprise'"),
     (lambda s: _edit(s, "version", "2"), "has version '2'"),
-    (lambda s: [s], "must be a dict.*not list"),
+    (lambda s: [s, s], r"resume_state_dict\[0\] was saved by rank 0 of 1; a list must hold the states of ranks "
+                       r"0..1 of 2, in rank order"),
+    (lambda s: [], r"must be a dict.*or the list of all ranks' states, not \[\]"),
+    (lambda s: [{k: v for k, v in s.items() if k != "version"}], r"resume_state_dict\[0\] must be a state yielded"),
 ])
 def test_malformed_states_are_refused_in_one_line_naming_the_key(tokenizer, tmp_path, edit, match):
     data_dir = write_small_corpus(tmp_path)
