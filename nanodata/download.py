@@ -24,7 +24,7 @@ import requests
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
-from nanodata.files import temp_name
+from nanodata.files import check_output_dir, temp_name
 from nanodata.transfer import CorruptTransfer, check_range, check_retry_args, land, with_retries
 
 log = logging.getLogger(__name__)
@@ -186,8 +186,7 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
     check_range("--workers", workers, 1)
     check_fetch_args(base_url, name_template, attempts, backoff_base, timeout)
     data_dir = Path(data_dir)
-    if data_dir.exists() and not data_dir.is_dir():
-        raise NanodataError(f"--dir {data_dir}: is a file, not a directory")
+    check_output_dir(data_dir, "--dir")
     names = shard_names(num_shards, name_template)
     for name in names:  # partials left by a crashed run
         temp_name(data_dir / name).unlink(missing_ok=True)

@@ -108,3 +108,14 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
         while block := f.read(BLOCK):
             update(block)
     return finish()
+
+
+def check_output_dir(path: str | os.PathLike, option: str) -> None:
+    """Before any work: `path` is a directory, or one can be made there (no file in the way, writable)."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        where = "exists and" if existing == path else f"{existing}"
+        raise NanodataError(f"{option} {path}: {where} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise NanodataError(f"{option} {path}: {existing} is not writable")

@@ -34,8 +34,8 @@ from tqdm import tqdm
 
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
-from nanodata.files import atomic_output, atomic_write, file_digest, fsync_dir, temp_name
-from nanodata.tokenizer import check_output_dir, load
+from nanodata.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
+from nanodata.tokenizer import load
 from nanodata.workers import process_pool
 
 log = logging.getLogger(__name__)

@@ -478,8 +478,12 @@ def open_read(uri: str | os.PathLike, start: int = 0, stop: int | None = None):
     if parse_gs(uri) is None:
         try:
             f = open(uri, "rb")
-        except FileNotFoundError:
-            raise NanodataError(f"{uri}: no such file") from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise NanodataError(f"{uri}: input file does not exist") from None
+        except IsADirectoryError:
+            raise NanodataError(f"{uri}: is a directory, not a file") from None
+        except PermissionError:
+            raise NanodataError(f"{uri}: permission denied") from None
         f.seek(start)
         if stop is None:
             return f

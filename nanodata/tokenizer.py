@@ -101,17 +101,6 @@ class Tokenizer:
         return ids
 
 
-def check_output_dir(path: str | os.PathLike, option: str) -> None:
-    """Before any work: `path` is a directory, or one can be made there (no file in the way, writable)."""
-    path = Path(path)
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        where = "exists and" if existing == path else f"{existing}"
-        raise NanodataError(f"{option} {path}: {where} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise NanodataError(f"{option} {path}: {existing} is not writable")
-
-
 def save_encoding_dir(out_dir: str | os.PathLike, name: str, pat_str: str,
                       mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int], bos_token: str) -> Path:
     """Write a tokenizer directory that `load()` reads without network.

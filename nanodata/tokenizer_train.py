@@ -18,7 +18,8 @@ from tqdm import tqdm
 
 from nanodata.dataset import files_for_split, open_parquet, parquets_iter_batched
 from nanodata.errors import NanodataError
-from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, check_output_dir, load, save_encoding_dir
+from nanodata.files import check_output_dir
+from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, load, save_encoding_dir
 
 log = logging.getLogger(__name__)
 

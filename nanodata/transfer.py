@@ -94,17 +94,23 @@ def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadlin
     return retry_policy(what, attempts, backoff, deadline)(fn)()
 
 
+MAX_ATTEMPTS = 1000  # beyond this a retry loop is a hang, not a policy
+
+
 def check_range(name: str, value, low: float, high: float = math.inf, *, above: bool = False) -> None:
     """A finite number in [low, high] ((low, high] with above=True), else one line naming the parameter."""
-    ok = (isinstance(value, (int, float)) and math.isfinite(value) and value <= high
-          and (value > low if above else value >= low))
+    try:
+        ok = (isinstance(value, (int, float)) and math.isfinite(value) and value <= high
+              and (value > low if above else value >= low))
+    except OverflowError:  # an int past float range
+        ok = False
     if not ok:
         bound = f"between {low:g} and {high:g}" if high < math.inf else f"{'>' if above else '>='} {low:g}"
         raise NanodataError(f"{name} must be {bound}, not {value!r}")
 
 
 def check_retry_args(attempts, backoff, deadline=None, *, backoff_flag: str = "--backoff") -> None:
-    check_range("--attempts", attempts, 1)
+    check_range("--attempts", attempts, 1, MAX_ATTEMPTS)
     check_range(backoff_flag, backoff, 0, MAX_DELAY)
     if deadline is not None:
         check_range("--deadline", deadline, 0, above=True)

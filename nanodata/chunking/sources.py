@@ -126,8 +126,8 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int, *, display: str | 
     whole = start == 0 and stop is None
     try:
         stream = storage.open_decompressed(uri) if whole else storage.open_read(uri, start, stop)
-    except NanodataError:
-        yield Problem(display, "input file does not exist")
+    except NanodataError as exc:  # missing, a directory, unreadable: counted like any bad input
+        yield Problem(display, str(exc).removeprefix(f"{uri}: "))
         return
     number = first_line - 1
     with stream:

@@ -169,7 +169,7 @@ def test_cli_reports_failed_shard_by_name_and_exits_nonzero(remote, tmp_path):
 BAD_ARGS = [
     (["--backoff-base", "-1"], "--backoff-base must be between 0 and 30, not -1.0"),
     (["--backoff-base", "nan"], "--backoff-base must be between 0 and 30, not nan"),
-    (["--attempts", "0"], "--attempts must be >= 1, not 0"),
+    (["--attempts", "0"], "--attempts must be between 1 and 1000, not 0"),
     (["--timeout", "0"], "--timeout must be > 0, not 0.0"),
     (["--timeout", "inf"], "--timeout must be > 0, not inf"),
     (["--workers", "0"], "--workers must be >= 1, not 0"),
@@ -192,7 +192,9 @@ def test_cli_bad_argument_is_one_line_before_any_request(remote, tmp_path, extra
 def test_cli_dir_that_is_a_file(remote, tmp_path):
     (tmp_path / "data").write_bytes(b"not a dir")
     proc = run_cli("--base-url", remote.url, "--num-shards", "3", "--dir", str(tmp_path / "data"))
-    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr and remote.requests == []
+    assert proc.returncode == 2 and "exists and is not a directory" in proc.stderr and remote.requests == []
+    proc = run_cli("--base-url", remote.url, "--num-shards", "3", "--dir", str(tmp_path / "data" / "under"))
+    assert proc.returncode == 2 and "data is not a directory" in proc.stderr and remote.requests == []
 
 
 @settings(max_examples=200, deadline=None)
