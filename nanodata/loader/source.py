@@ -8,6 +8,9 @@ Streaming (a corpus still being written or synced): a pass is a sorted listing f
 after it, the directory is rescanned and only shards not yet read in this epoch form the next pass. With no new
 shard the source waits, unless `_COMPLETE` is present, in which case the epoch ends. Because the rank striding
 is per file, ranks that rescan at different moments still split every file's row groups the same way.
+
+The files are read through nanodata.loader.remote: a local directory, or gs://bucket/prefix read in place
+(ranged reads, read-ahead, an optional bounded local cache), with the same listing rules and the same texts.
 """
 
 from __future__ import annotations
@@ -15,11 +18,10 @@ from __future__ import annotations
 import logging
 import reprlib
 import threading
-from pathlib import Path
 
-from nanodata.dataset import (COMPLETE, default_data_dir, files_for_split, list_parquet_files, manifest_checksums,
-                              open_parquet, parquet_fingerprint, read_manifest, read_texts, split_files)
+from nanodata.dataset import COMPLETE, corpus_location
 from nanodata.errors import NanodataError
+from nanodata.loader.remote import DEFAULT_CACHE_BYTES, open_shards
 from nanodata.loader.state import FINGERPRINT
 
 log = logging.getLogger("nanodata.loader")
@@ -31,15 +33,19 @@ class LoaderClosed(Exception):
 
 class DocumentSource:
     def __init__(self, data_dir, split: str, rank: int, world_size: int, slice_size: int, *,
-                 streaming: bool = False, poll_interval: float = 30.0, stop: threading.Event | None = None):
-        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+                 streaming: bool = False, poll_interval: float = 30.0, stop: threading.Event | None = None,
+                 cache_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+        self.data_dir = corpus_location(data_dir)  # a Path, or a gs://bucket/prefix str
         self.split, self.rank, self.world_size, self.slice_size = split, rank, world_size, slice_size
         self.streaming, self.poll_interval = streaming, poll_interval
         self.stop = stop or threading.Event()
+        # the files: a local directory, or a bucket prefix read in place (read-ahead, optional local cache)
+        self.files = open_shards(self.data_dir, split, rank, world_size, stop=self.stop, cache_dir=cache_dir,
+                                 cache_bytes=cache_bytes)
         # cursor: the next slice to read is row `row` of row group `rg_idx` of pass_files[file_idx]
         self.epoch, self.file_idx, self.rg_idx, self.row = 1, 0, rank, 0
         self.done_files: list[str] = []  # streaming: files fully read in earlier passes of this epoch
-        self.pass_files: list[str] = [] if streaming else [p.name for p in files_for_split(split, self.data_dir)]
+        self.pass_files: list[str] = [] if streaming else self.files.split_names(split)
         self.epoch_has_docs = False
         self.last_read = (0, 0, 1)  # (pq_idx, rg_idx, epoch) of the latest slice: nanochat's state fields
         self._slots: dict[str, int] = {}  # file name <-> small int used in document ids
@@ -47,7 +53,6 @@ class DocumentSource:
         self._open_file: tuple[str, object] | None = None
         self._open_group: tuple[str, int, list[str]] | None = None
         self._fingerprints: dict[str, list] = {}  # file name -> FINGERPRINT, taken once: states are saved often
-        self._checksums: dict[str, str] = {}  # manifest.json's crc32c of each file it lists
         for name in self.pass_files:  # a static corpus: a file's slot is its index, in every run
             self.slot(name)
 
@@ -81,14 +86,15 @@ class DocumentSource:
         texts = []
         for doc_id in ids:
             slot, rg_idx, row = doc_id[0], doc_id[1], doc_id[2]
-            path = self.data_dir / self._names[slot]
+            name = self._names[slot]
+            path = self.files.label(name)
             if slot not in files:
-                files[slot] = open_parquet(path)
+                files[slot] = self.files.parquet(name)
             if rg_idx >= files[slot].num_row_groups:
                 raise ValueError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
                                  f"{files[slot].num_row_groups}")
             if (slot, rg_idx) not in groups:
-                groups[slot, rg_idx] = read_texts(files[slot], path, rg_idx)
+                groups[slot, rg_idx] = self.files.texts(name, files[slot], rg_idx)
             rows = groups[slot, rg_idx]
             if row >= len(rows):
                 raise ValueError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
@@ -107,13 +113,22 @@ class DocumentSource:
 
     def _parquet(self, name: str):
         if self._open_file is None or self._open_file[0] != name:
-            self._open_file = (name, open_parquet(self.data_dir / name))
+            self._open_file = (name, self.files.parquet(name))
         return self._open_file[1]
 
     def _row_group(self, name: str, pf, rg_idx: int) -> list[str]:
         if self._open_group is None or self._open_group[:2] != (name, rg_idx):
-            self._open_group = (name, rg_idx, read_texts(pf, self.data_dir / name, rg_idx))
+            texts = self.files.texts(name, pf, rg_idx, self._upcoming(), self.world_size)
+            self._open_group = (name, rg_idx, texts)
         return self._open_group[2]
+
+    def _upcoming(self):
+        """What this reader reads after the current row group, as (file, first row group) with the stride
+        world_size: the read-ahead order. A static corpus goes on with the next epoch's identical pass; a
+        stream's next pass is not known yet."""
+        yield self.pass_files[self.file_idx], self.rg_idx + self.world_size
+        for name in self.pass_files[self.file_idx + 1:] + ([] if self.streaming else self.pass_files):
+            yield name, self.rank
 
     # -- passes and epochs --------------------------------------------------------------------------------
     def _next_pass(self) -> None:
@@ -122,7 +137,7 @@ class DocumentSource:
             return
         waiting = False
         while True:
-            complete = (self.data_dir / COMPLETE).exists()  # checked before listing: _COMPLETE is written last
+            complete = self.files.complete()  # checked before listing: _COMPLETE is written last
             listing = self._streaming_listing()
             seen = set(self.done_files) | set(self.pass_files)
             new = [name for name in listing if name not in seen]
@@ -152,15 +167,7 @@ class DocumentSource:
 
     def _streaming_listing(self) -> list[str]:
         """This split's finished files, sorted. Val is explicit (manifest or val*.parquet), never the newest file."""
-        if not self.data_dir.is_dir():
-            return []
-        if read_manifest(self.data_dir) is not None:
-            train, val = split_files(self.data_dir)
-        else:
-            files = list_parquet_files(self.data_dir)
-            val = [p for p in files if p.name.startswith("val")]
-            train = [p for p in files if p not in val]
-        return [p.name for p in (train if self.split == "train" else val) if p.is_file()]
+        return self.files.streaming_names(self.split)
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -205,8 +212,8 @@ class DocumentSource:
                                  f"{self.data_dir}")
 
     def _check_unchanged(self, name: str, recorded: list) -> None:
-        path = self.data_dir / name
-        if not path.is_file():
+        path = self.files.label(name)
+        if not self.files.exists(name):
             raise ValueError(f"resume_state_dict names {path}, which does not exist")
         for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
             if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
@@ -214,11 +221,10 @@ class DocumentSource:
                                  f"is {now!r}")
 
     def fingerprint(self, name: str) -> list:
-        """[bytes, footer digest, manifest crc32c or None] of a file, taken the first time it is asked for."""
+        """[bytes, footer digest, crc32c] of a file, taken the first time it is asked for. crc32c: a local file's from
+        manifest.json (None if unlisted), a gs:// object's own (which a manifest of the same file equals)."""
         if name not in self._fingerprints:
-            if name not in self._checksums:  # a manifest is written once, after the shards it lists
-                self._checksums = manifest_checksums(self.data_dir)
-            self._fingerprints[name] = [*parquet_fingerprint(self.data_dir / name), self._checksums.get(name)]
+            self._fingerprints[name] = self.files.fingerprint(name)
         return self._fingerprints[name]
 
     def file_records(self, slots) -> list[list]:

@@ -1,0 +1,608 @@
+"""The loader's file access: a corpus directory on local disk or at gs://bucket/prefix, read in place.
+
+`open_shards(data_dir, ...)` gives DocumentSource one object for both:
+- LocalShards: pyarrow reads the files; listing and the train/val rule are nanodata.dataset's.
+- BucketShards: the objects directly under gs://bucket/prefix, never written or deleted:
+  * listing: one delimited listing (streamed page by page), the same train/val rule as a directory; each
+    parquet object is pinned at first sight to its (size, generation, crc32c). A later listing, or the stat
+    taken each time the loader starts reading an object, that shows another version is an error naming the
+    object and both versions: never other data, never a mix;
+  * an object is opened by one ranged GET of its tail (the footer; the state's footer digest), a row group
+    by one ranged GET of its `text` column chunk, pinned to the generation (real GCS answers 404 for a
+    replaced object; a short body is checked too). pyarrow decodes the chunk from memory exactly as it
+    decodes a local file, so the batches are those of the same corpus on local disk;
+  * read-ahead: FETCH_THREADS daemon threads fetch the next row groups of this rank's order, up to
+    READ_AHEAD_BYTES beyond the one being read, so GCS latency overlaps tokenization;
+  * cache (only with cache_dir): fetched chunks kept on local disk under cache_dir/nanodata-cache/, at most
+    cache_bytes (temporary files included), verified by crc32c when read back. It deletes only files it wrote
+    (its own names in its own subdirectory) and only entries of objects no longer listed or replaced; when
+    full it stores nothing more: an epoch reads the corpus in the same order each time, where LRU would
+    evict every entry just before its next use;
+  * faults: every request runs under the one retry policy (nanodata.transfer): 5xx, 429, dropped
+    connections, short bodies and a listed object missing for a moment are retried with backoff; what
+    stays wrong is one NanodataError naming the object.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import logging
+import queue
+import re
+import threading
+import weakref
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import google_crc32c
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from nanodata.dataset import (COMPLETE, MANIFEST, corpus_location, files_for_split, footer_digest, list_parquet_files,
+                              manifest_checksums, open_parquet, parquet_fingerprint, read_manifest, read_tail,
+                              read_texts, split_names)
+from nanodata.errors import NanodataError
+from nanodata.files import atomic_write, temp_name
+from nanodata.storage import TIMEOUT, gcs_client, iter_blobs, parse_gs
+from nanodata.transfer import CorruptTransfer, is_network_error, one_line, with_retries
+
+log = logging.getLogger("nanodata.loader")
+
+DEFAULT_CACHE_BYTES = 4 << 30
+READ_AHEAD_BYTES = 64 << 20  # fetched beyond the row group being read (at least one row group)
+FETCH_THREADS = 4  # parallel ranged GETs: GCS throughput per connection is limited, latency is not CPU
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    size: int
+    generation: int
+    crc32c: str
+
+    def __str__(self) -> str:
+        return f"generation {self.generation}, {self.size} bytes, crc32c {self.crc32c}"
+
+
+def open_shards(data_dir, split: str, stream: int, n_streams: int, *, stop: threading.Event,
+                cache_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+    """The files of one corpus location for one reader (split, and stream of n_streams: its cache's name)."""
+    location = corpus_location(data_dir)
+    if isinstance(location, Path):
+        return LocalShards(location)
+    cache = None
+    if cache_dir is not None and cache_bytes > 0:
+        cache = RowGroupCache.shared(Path(cache_dir), f"{location}|{split}|{stream}/{n_streams}", cache_bytes)
+    return BucketShards(location, stop, cache)
+
+
+def check_cache_args(cache_dir, cache_bytes) -> None:
+    """cache_bytes an integer >= 0; cache_dir None or a directory (or a path where one can be made)."""
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+        raise ValueError(f"cache_bytes must be an integer >= 0, not {cache_bytes!r}")
+    if cache_dir is not None:
+        existing = next(p for p in (Path(cache_dir), *Path(cache_dir).parents) if p.exists())
+        if not existing.is_dir():
+            raise ValueError(f"cache_dir {cache_dir}: {existing} is not a directory")
+
+
+# -- local directories -------------------------------------------------------------------------------------
+class LocalShards:
+    def __init__(self, root: Path):
+        self.root = root
+        self._checksums: dict[str, str] = {}
+
+    def label(self, name: str) -> str:
+        return str(self.root / name)
+
+    def split_names(self, split: str) -> list[str]:
+        return [p.name for p in files_for_split(split, self.root)]
+
+    def streaming_names(self, split: str) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        names = [p.name for p in list_parquet_files(self.root)]
+        return _present_split(names, read_manifest(self.root), self.root, split)
+
+    def complete(self) -> bool:
+        return (self.root / COMPLETE).exists()
+
+    def exists(self, name: str) -> bool:
+        return (self.root / name).is_file()
+
+    def parquet(self, name: str):
+        return open_parquet(self.root / name)
+
+    def texts(self, name: str, pf, rg_idx: int, upcoming=(), stride: int = 1) -> list[str]:
+        return read_texts(pf, self.root / name, rg_idx)
+
+    def fingerprint(self, name: str) -> list:
+        if name not in self._checksums:  # a manifest is written once, after the shards it lists
+            self._checksums = manifest_checksums(self.root)
+        return [*parquet_fingerprint(self.root / name), self._checksums.get(name)]
+
+
+def _present_split(names: list[str], manifest, where, split: str) -> list[str]:
+    """A growing corpus's finished files of a split: val only when explicit, manifest names only once present."""
+    train, val = split_names(names, manifest, where, explicit_val=True)
+    present = set(names)
+    return [name for name in (train if split == "train" else val) if name in present]
+
+
+# -- gs:// objects -------------------------------------------------------------------------------------------
+class ObjectMissing(CorruptTransfer):
+    """A listed object that is not there right now: retried like a corrupt transfer (a re-upload may be on)."""
+
+
+class Bucket:
+    """Read-only access to the objects directly under gs://bucket/prefix, every request retried."""
+
+    def __init__(self, uri: str):
+        self.bucket, self.prefix = parse_gs(uri)
+        self.uri = f"gs://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def label(self, name: str) -> str:
+        return f"{self.uri}/{name}"
+
+    def list(self) -> dict[str, ObjectInfo]:
+        """{name: info} of the objects directly under the prefix (not in sub-prefixes)."""
+        from google.api_core.exceptions import NotFound
+
+        try:
+            blobs = list(iter_blobs(self.bucket, self.prefix, f"list {self.uri}", delimiter="/"))
+        except NotFound:
+            raise NanodataError(f"{self.uri}: bucket {self.bucket!r} does not exist") from None
+        except Exception as exc:
+            if not is_network_error(exc):
+                raise
+            raise NanodataError(f"{self.uri}: cannot list the objects: {one_line(exc)}") from None
+        return {blob.name[len(self.prefix):]: _info(blob) for blob in blobs}
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        def attempt():
+            return gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
+
+        blob = self._call(attempt, f"stat {self.label(name)}")
+        return None if blob is None else _info(blob)
+
+    def current(self, name: str, was: ObjectInfo | None) -> ObjectInfo:
+        """The object's version now. Missing is retried with backoff (a re-upload may be under way); still
+        missing is an error naming the object (and `was`, the version listed before, if any)."""
+        label = self.label(name)
+
+        def attempt() -> ObjectInfo:
+            blob = gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
+            if blob is None:
+                raise ObjectMissing(f"{label}: not found")
+            return _info(blob)
+
+        try:
+            return self._call(attempt, f"stat {label}")
+        except ObjectMissing:
+            raise (replaced(label, was, None) if was else NanodataError(f"{label}: no such object")) from None
+
+    def read(self, name: str, info: ObjectInfo, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) of the version `info` of an object; another version is an error, never read."""
+        from google.api_core.exceptions import NotFound
+
+        label = self.label(name)
+
+        def attempt() -> bytes:
+            blob = gcs_client().bucket(self.bucket).blob(self.prefix + name, generation=info.generation)
+            try:
+                data = blob.download_as_bytes(start=start, end=stop - 1, checksum=None, retry=None, timeout=TIMEOUT)
+            except NotFound:  # real GCS: this generation is gone (replaced or deleted)
+                self._check_same(name, info)
+                raise ObjectMissing(f"{label}: not found (listed as {info})") from None
+            if blob.generation not in (None, info.generation):  # the emulator sends no generation header
+                raise replaced(label, info, self.stat(name))
+            if len(data) != stop - start:  # a dropped body, or an object truncated since it was listed
+                self._check_same(name, info)
+                raise CorruptTransfer(f"{label}: {len(data)} bytes for bytes {start}-{stop - 1}")
+            return data
+
+        try:
+            return self._call(attempt, f"read {label} bytes {start}-{stop - 1}")
+        except ObjectMissing:
+            raise NanodataError(f"{label}: the object is gone from the bucket (it was listed as {info})") from None
+        except CorruptTransfer as exc:
+            raise NanodataError(f"{label}: {exc} on every attempt") from None
+
+    def _check_same(self, name: str, info: ObjectInfo) -> None:
+        now = self.stat(name)
+        if now is not None and now != info:
+            raise replaced(self.label(name), info, now)
+
+    def _call(self, fn, what: str):
+        try:
+            return with_retries(fn, what)
+        except (NanodataError, CorruptTransfer):
+            raise
+        except Exception as exc:
+            if not is_network_error(exc):
+                raise
+            raise NanodataError(f"{what}: {one_line(exc)}") from None
+
+
+def _info(blob) -> ObjectInfo:
+    return ObjectInfo(int(blob.size), int(blob.generation), blob.crc32c)
+
+
+def replaced(label: str, was: ObjectInfo, now: ObjectInfo | None) -> NanodataError:
+    if now is None:
+        return NanodataError(f"{label}: the object is gone from the bucket (it was listed as {was})")
+    return NanodataError(f"{label} was replaced while the loader read the corpus: it was {was}, it is {now}; "
+                         f"restart the loader (a resume state refuses a changed file)")
+
+
+class RemoteParquet:
+    """An opened parquet object: its pinned version, footer and the byte range of each row group's text."""
+
+    def __init__(self, bucket: Bucket, name: str, info: ObjectInfo):
+        self.bucket, self.name, self.info = bucket, name, info
+        self.label = bucket.label(name)
+        self.tail_start, self.tail = read_tail(lambda a, b: bucket.read(name, info, a, b), info.size, self.label)
+        try:
+            self.metadata = pq.read_metadata(pa.BufferReader(self.tail))
+        except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for a corrupt footer
+            raise NanodataError(f"{self.label}: not a readable parquet file ({exc})") from None
+        self.num_row_groups = self.metadata.num_row_groups
+        self._text = next((j for j in range(self.metadata.num_columns)
+                           if self.metadata.schema.column(j).path == "text"), None)
+
+    def chunk(self, rg_idx: int) -> tuple[int, int]:
+        """Bytes [start, stop) of row group rg_idx's text column; (0, 0) without one (read_texts names it)."""
+        if self._text is None:
+            return 0, 0
+        column = self.metadata.row_group(rg_idx).column(self._text)
+        offsets = [column.data_page_offset, *([column.dictionary_page_offset] if column.has_dictionary_page else [])]
+        start = min(offset for offset in offsets if offset > 0)
+        return start, start + column.total_compressed_size
+
+    def parquet_file(self, pieces: dict[int, bytes] | None = None) -> pq.ParquetFile:
+        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs."""
+        pieces = {**(pieces or {}), self.tail_start: self.tail}
+        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b))
+        return pq.ParquetFile(pa.PythonFile(reader, mode="r"), metadata=self.metadata)
+
+
+def open_object(uri: str) -> RemoteParquet:
+    """A gs:// parquet object opened at its current version (nanodata.dataset's gs:// paths)."""
+    directory, _, name = uri.rpartition("/")
+    bucket = Bucket(directory)
+    info = bucket.stat(name)
+    if info is None:
+        raise NanodataError(f"{uri}: no such object")
+    return RemoteParquet(bucket, name, info)
+
+
+class _PiecesFile(io.RawIOBase):
+    """A random-access file of `size` bytes made of fetched pieces; a read no piece covers is fetched."""
+
+    def __init__(self, size: int, pieces: dict[int, bytes], fetch):
+        self.size, self.pieces, self.fetch, self.pos = size, pieces, fetch, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = (offset, self.pos + offset, self.size + offset)[whence]
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, out) -> int:
+        n = max(0, min(len(out), self.size - self.pos))
+        stop = self.pos + n
+        data = next((piece[self.pos - start:stop - start] for start, piece in self.pieces.items()
+                     if start <= self.pos and stop <= start + len(piece)), None)
+        if data is None:
+            data = self.fetch(self.pos, stop)
+        out[:n] = data
+        self.pos = stop
+        return n
+
+
+class BucketShards:
+    """A gs:// corpus location for one reader: pinned listing, row groups by ranged reads, read-ahead, cache."""
+
+    def __init__(self, uri: str, stop: threading.Event, cache: RowGroupCache | None):
+        self.bucket = Bucket(uri)
+        self.cache = cache
+        self.pinned: dict[str, ObjectInfo] = {}  # parquet object -> the version this loader reads
+        self.opened: dict[str, RemoteParquet] = {}
+        self.lock = threading.Lock()
+        self.ahead = ReadAhead(self._fetch, stop)
+
+    def label(self, name: str) -> str:
+        return self.bucket.label(name)
+
+    # -- listing ---------------------------------------------------------------------------------------------
+    def _parquet_names(self) -> tuple[list[str], dict | None]:
+        """Sorted parquet names (each pinned) and the manifest, if listed."""
+        listing = self.bucket.list()
+        names = sorted(name for name in listing if name.endswith(".parquet"))
+        with self.lock:
+            for name in names:
+                self._pin(name, listing[name])
+        if self.cache is not None:
+            self.cache.retain({_object_key(name, listing[name]) for name in names})
+        manifest = read_manifest(self.bucket.uri) if MANIFEST in listing else None
+        return names, manifest
+
+    def _pin(self, name: str, info: ObjectInfo) -> None:
+        was = self.pinned.setdefault(name, info)
+        if was != info:
+            raise replaced(self.label(name), was, info)
+
+    def split_names(self, split: str) -> list[str]:
+        names, manifest = self._parquet_names()
+        if not names:
+            raise NanodataError(f"{self.bucket.uri}: no .parquet files")
+        train, val = split_names(names, manifest, self.bucket.uri)
+        chosen = train if split == "train" else val
+        if not chosen:
+            raise NanodataError(f"{self.bucket.uri}: no {split} files ({len(names)} parquet file(s) found; "
+                                f"without a manifest or val*.parquet the last file is val, so train needs at least 2)")
+        return chosen
+
+    def streaming_names(self, split: str) -> list[str]:
+        names, manifest = self._parquet_names()
+        return _present_split(names, manifest, self.bucket.uri, split)
+
+    def complete(self) -> bool:
+        return self.bucket.stat(COMPLETE) is not None
+
+    def exists(self, name: str) -> bool:
+        return self.bucket.stat(name) is not None
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def parquet(self, name: str) -> RemoteParquet:
+        """The object opened at its pinned version, checked against the bucket now: the loader starts on it."""
+        now = self.bucket.current(name, self.pinned.get(name))
+        with self.lock:
+            self._pin(name, now)
+        return self._result(("open", name))
+
+    def texts(self, name: str, handle: RemoteParquet, rg_idx: int, upcoming=(), stride: int = 1) -> list[str]:
+        """Row group rg_idx's texts; `upcoming` ((name, first row group), ...) with `stride` is the read order
+        after it, for read-ahead."""
+        data = self._result(("rg", name, rg_idx), lambda: self._read_ahead(upcoming, stride))
+        start, _ = handle.chunk(rg_idx)
+        return read_texts(handle.parquet_file({start: data}), self.label(name), rg_idx)
+
+    def _result(self, key: tuple, then=None):
+        """key's fetched result: read ahead if it was, else fetched now; `then()` runs before the wait."""
+        future = self.ahead.claim(key)
+        if then is not None:
+            then()
+        if future is None:
+            return self._fetch(key)
+        while True:
+            try:
+                return future.result(timeout=0.5)
+            except TimeoutError:
+                if self.ahead.stop.is_set():  # the loader closed; its read-ahead threads are gone
+                    from nanodata.loader.source import LoaderClosed
+
+                    raise LoaderClosed() from None
+
+    def fingerprint(self, name: str) -> list:
+        """[bytes, footer digest, crc32c]: the object's own crc32c, which equals a manifest's for the same file."""
+        handle = self.opened.get(name) or self.parquet(name)
+        return [handle.info.size, footer_digest(handle.tail), handle.info.crc32c]
+
+    def _open(self, name: str) -> RemoteParquet:
+        with self.lock:
+            if name in self.opened:
+                return self.opened[name]
+            info = self.pinned[name]
+        handle = RemoteParquet(self.bucket, name, info)
+        with self.lock:
+            return self.opened.setdefault(name, handle)
+
+    def _fetch(self, key: tuple):
+        """What a read-ahead key stands for: ("open", name) an opened object, ("rg", name, i) chunk bytes."""
+        if key[0] == "open":
+            return self._open(key[1])
+        _, name, rg_idx = key
+        handle = self._open(name)
+        if rg_idx >= handle.num_row_groups:  # read ahead past a file's end: nothing to fetch
+            return b""
+        start, stop = handle.chunk(rg_idx)
+        if start == stop:  # no text column: read_texts names the file
+            return b""
+        cache_key = (_object_key(name, handle.info), rg_idx)
+        data = self.cache.get(cache_key) if self.cache is not None else None
+        if data is None:
+            data = self.bucket.read(name, handle.info, start, stop)
+            if self.cache is not None:
+                self.cache.put(cache_key, data)
+        return data
+
+    def _read_ahead(self, upcoming, stride: int) -> None:
+        """Ask for the row groups that follow in the read order, up to READ_AHEAD_BYTES; an object not opened
+        yet is opened first (its row groups are asked for on a later call)."""
+        wanted, budget = [], READ_AHEAD_BYTES
+        for name, first in upcoming:
+            handle = self.opened.get(name)
+            if handle is None:  # its first row group is fetched with it; the rest once it is open
+                if name in self.pinned:
+                    wanted += [("open", name), ("rg", name, first)]
+                break
+            for rg_idx in range(first, handle.num_row_groups, stride):
+                key = ("rg", name, rg_idx)
+                if key in wanted:  # the order came round to itself (a static corpus smaller than the budget)
+                    break
+                wanted.append(key)
+                start, stop = handle.chunk(rg_idx)
+                budget -= stop - start
+                if budget <= 0:
+                    break
+            if budget <= 0:
+                break
+        self.ahead.want(wanted)
+
+
+def _object_key(name: str, info: ObjectInfo) -> str:
+    """A cache entry's object part: the name and version, digested (a file name of fixed length)."""
+    return hashlib.sha256(f"{name}\0{info.generation}\0{info.size}".encode()).hexdigest()[:24]
+
+
+# -- read-ahead ----------------------------------------------------------------------------------------------
+class ReadAhead:
+    """Fetches wanted keys in daemon threads, in the order wanted; keeps each result until taken or unwanted."""
+
+    def __init__(self, fetch, stop: threading.Event, threads: int = FETCH_THREADS):
+        self.fetch, self.stop, self.threads = fetch, stop, threads
+        self.pending: dict[tuple, Future] = {}
+        self.tasks: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+        self.workers: list[threading.Thread] = []
+
+    def want(self, keys: list[tuple]) -> None:
+        with self.lock:
+            for key in [key for key in self.pending if key not in keys]:
+                self.pending.pop(key).cancel()  # a running fetch finishes; its result is dropped
+            for key in keys:
+                if key not in self.pending:
+                    self.pending[key] = future = Future()
+                    self.tasks.put((key, future))
+            self.workers = [worker for worker in self.workers if worker.is_alive()]
+            while len(self.workers) < min(self.threads, len(self.pending)) and not self.stop.is_set():
+                worker = threading.Thread(target=self._work, name="nanodata-loader-read-ahead", daemon=True)
+                worker.start()
+                self.workers.append(worker)
+
+    def claim(self, key: tuple) -> Future | None:
+        """The future of a wanted key, no longer kept here (so a later `want` cannot drop it), or None."""
+        with self.lock:
+            return self.pending.pop(key, None)
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            try:
+                key, future = self.tasks.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self.fetch(key))
+            except BaseException as exc:  # re-raised where the result is taken, naming the object
+                future.set_exception(exc)
+
+
+# -- the local cache -----------------------------------------------------------------------------------------
+CACHE_SUBDIR = "nanodata-cache"
+ENTRY = re.compile(r"([0-9a-f]{24})-(\d+)-([0-9a-f]{8})\.rg")  # object key, row group, crc32c of the bytes
+
+
+class RowGroupCache:
+    """Chunks on local disk under dir/nanodata-cache/<reader key>/, at most `limit` bytes in files (temporary
+    ones included). One per directory and reader in a process (shared by its loaders); another process
+    using the same one is refused. Deletes only its own entries."""
+
+    _open: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _open_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, cache_dir: Path, reader: str, limit: int) -> RowGroupCache:
+        directory = cache_dir / CACHE_SUBDIR / hashlib.sha256(reader.encode()).hexdigest()[:24]
+        with cls._open_lock:
+            cache = cls._open.get(directory)
+            if cache is None:
+                cache = cls._open[directory] = cls(directory, limit, reader)
+            cache.limit = limit
+            return cache
+
+    def __init__(self, directory: Path, limit: int, reader: str):
+        self.dir, self.limit = directory, limit
+        self.lock = threading.Lock()
+        self.entries: dict[tuple[str, int], tuple[Path, int, str]] = {}
+        self.writing: set[tuple[str, int]] = set()
+        self.used = 0
+        self.failed = False
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock_file = open(directory / ".lock", "w")
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise NanodataError(f"cache_dir {directory}: in use by another process reading {reader}; give each "
+                                f"loader process its own cache_dir") from None
+        except OSError as exc:
+            raise NanodataError(f"cache_dir {directory}: unusable ({exc.strerror})") from None
+        for path in directory.iterdir():
+            match = ENTRY.fullmatch(path.name)
+            if match:
+                size = path.stat().st_size
+                self.entries[match[1], int(match[2])] = (path, size, match[3])
+                self.used += size
+            elif path.name.endswith(".rg.tmp") and ENTRY.fullmatch(path.name[:-4]):
+                path.unlink()  # our own write cut short by a crash
+
+    def get(self, key: tuple[str, int]) -> bytes | None:
+        with self.lock:
+            entry = self.entries.get(key)
+        if entry is None:
+            return None
+        path, size, crc = entry
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None
+        if data is not None and len(data) == size and _crc(data) == crc:
+            return data
+        log.warning("nanodata loader cache: %s is damaged; fetching it again", path)
+        self._evict([key])
+        return None
+
+    def put(self, key: tuple[str, int], data: bytes) -> None:
+        crc = _crc(data)
+        path = self.dir / f"{key[0]}-{key[1]}-{crc}.rg"
+        with self.lock:
+            if self.failed or key in self.entries or key in self.writing or self.used + len(data) > self.limit:
+                return  # full: keep what is cached (the order repeats each epoch)
+            self.used += len(data)  # reserved before the temporary file exists: the bound holds while writing
+            self.writing.add(key)
+        try:
+            atomic_write(path, data)
+        except (OSError, NanodataError) as exc:  # a full disk or a removed directory: the loader goes on
+            log.warning("nanodata loader cache: not caching any more (%s)", one_line(exc))
+            temp_name(path).unlink(missing_ok=True)
+            with self.lock:
+                self.failed = True
+                self.writing.discard(key)
+                self.used -= len(data)
+            return
+        with self.lock:
+            self.writing.discard(key)
+            self.entries[key] = (path, len(data), crc)
+
+    def retain(self, objects: set[str]) -> None:
+        """Evict the entries of objects not in `objects` (keys of the listed versions)."""
+        with self.lock:
+            stale = [key for key in self.entries if key[0] not in objects]
+        self._evict(stale)
+
+    def _evict(self, keys) -> None:
+        for key in keys:
+            with self.lock:
+                entry = self.entries.pop(key, None)
+                if entry is None:
+                    continue
+                self.used -= entry[1]
+            entry[0].unlink(missing_ok=True)
+
+    def size_on_disk(self) -> int:
+        return sum(path.stat().st_size for path in self.dir.iterdir() if path.is_file())
+
+
+def _crc(data: bytes) -> str:
+    return f"{google_crc32c.value(data):08x}"
