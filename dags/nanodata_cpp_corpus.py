@@ -2,8 +2,12 @@
 ### nanodata_cpp_corpus
 
 Builds a C++ pretraining corpus:
-**plan → parse (mapped) → index → chunk (mapped) → merge → to_parquet → upload → publish → report**.
+**target → plan → parse (mapped) → index → chunk (mapped) → merge → to_parquet → upload → publish → report**.
 
+* `target` checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
+  run builds what the deployment configured instead of the form's defaults: the Airflow Variables
+  `nanodata_cpp_source` and `nanodata_cpp_dest`, else the workers' `NANODATA_CPP_SOURCE` and
+  `NANODATA_CPP_DEST`; with none set it is skipped, and its log says what to set.
 * `plan` lists the source (top-level `*.jsonl`, `*.jsonl.gz`, `*.jsonl.zst` files, and the C++ files of the
   tree: each sub-directory one project, loose files one project), hashes their contents and derives the
   build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
@@ -18,13 +22,15 @@ Builds a C++ pretraining corpus:
   byte-identical for any `partition_mb` and any number of workers.
 * `upload` copies shards, `manifest.json`, then `_COMPLETE` to `DESTINATION/builds/<key>/`;
   `publish` then writes `DESTINATION/latest.json` and emits the `nanodata_cpp_corpus` Asset event
-  (`extra`: uri, key, docs, tokens, shards, bytes), which schedules `nanodata_tokenizer`.
-* `report` writes counts (per partition too) and plots to `builds/<key>/report/`.
+  (`extra`: uri, key, params, docs, tokens, shards, bytes), which schedules `nanodata_tokenizer`.
+* `report` writes counts (per partition too) and plots to `builds/<key>/report/` and logs its URI and its
+  page in the UI (**Browse → Corpus reports** lists every build).
 """
 
 from __future__ import annotations
 
-from _common import CPP_CORPUS, CPP_DEST, CPP_SOURCE, DAG_DEFAULTS, GCS_POOL, uri_param
+from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, GCS_POOL, MIN_TOKENS, log_report,
+                     run_target, uri_param)
 from airflow.sdk import Param, dag, task
 
 MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.chunking.modes.MODES
@@ -38,6 +44,8 @@ def _build_params(params) -> dict:
 @dag(
     dag_id="nanodata_cpp_corpus",
     schedule="0 3 * * *",  # nightly; an unchanged source makes it a no-op
+    description="C++ source → function-boundary docs → parquet shards + report in DESTINATION/builds/<key>/; "
+                "nightly on the configured source",
     doc_md=__doc__,
     **DAG_DEFAULTS,
     params={
@@ -50,8 +58,9 @@ def _build_params(params) -> dict:
                       description="basic: tree-sitter units; dep-aware: callees first; cross-file: pull callees "
                                   "from other files; project: files in include order; compilable: "
                                   "types then functions in dependency order."),
-        "max_tokens": Param(2048, type="integer", minimum=64, maximum=131072, title="Max tokens per doc",
-                            description="Docs longer than this are split at function boundaries."),
+        "max_tokens": Param(2048, type="integer", minimum=MIN_TOKENS, maximum=131072, title="Max tokens per doc",
+                            description=f"Docs longer than this are split at function boundaries. From {MIN_TOKENS} "
+                                        "(as `nanodata chunk --max-tokens`) to 131072."),
         "partition_mb": Param(256, type="number", exclusiveMinimum=0, maximum=65536, title="Partition size (MB)",
                               description="Work is cut into partitions of about this many MB of source, one "
                                           "mapped task each. Smaller spreads a build over more workers; the "
@@ -66,10 +75,14 @@ def _build_params(params) -> dict:
 )
 def nanodata_cpp_corpus():
     @task
-    def plan(params=None) -> dict:
+    def target(params=None, dag_run=None) -> dict:
+        return run_target(params, dag_run, CPP_SETTINGS)
+
+    @task
+    def plan(where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.plan(params["source"], params["destination"], _build_params(params),
+        return cpp_corpus.plan(where["source"], where["destination"], _build_params(params),
                                partition_mb=params["partition_mb"])
 
     @task
@@ -82,7 +95,7 @@ def nanodata_cpp_corpus():
 
         return cpp_corpus.parse_batch(batch, **_chunk_params(params))
 
-    @task(trigger_rule="none_failed")  # runs when parse was skipped (local modes: nothing to index)
+    @task(trigger_rule="none_failed_min_one_success")  # runs when parse was skipped (local modes), not plan
     def index(planned: dict) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
@@ -110,31 +123,34 @@ def nanodata_cpp_corpus():
         return {**result, "stage": merged["stage"]}
 
     @task(pool=GCS_POOL)
-    def upload(parquet: dict, params=None) -> dict:
+    def upload(parquet: dict, where: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return {**cpp_corpus.upload(params["destination"], parquet["stage"], parquet["key"]),
+        return {**cpp_corpus.upload(where["destination"], parquet["stage"], parquet["key"]),
                 "stage": parquet["stage"]}
 
     @task(outlets=[CPP_CORPUS])
-    def publish(uploaded: dict, params=None, outlet_events=None) -> dict:
+    def publish(uploaded: dict, where: dict, outlet_events=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        info = cpp_corpus.publish(params["destination"], uploaded["stage"], uploaded["key"])
+        info = cpp_corpus.publish(where["destination"], uploaded["stage"], uploaded["key"])
         outlet_events[CPP_CORPUS].extra = info
         return {**info, "stage": uploaded["stage"]}
 
     @task
-    def report(published: dict, params=None) -> str:
+    def report(published: dict, where: dict, params=None) -> str:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.report(params["destination"], published["key"], tokenizer=params["tokenizer"],
-                                 stage=published["stage"])
+        uri = cpp_corpus.report(where["destination"], published["key"], tokenizer=params["tokenizer"],
+                                stage=published["stage"], max_tokens=params["max_tokens"])
+        log_report(uri, published["uri"])
+        return uri
 
-    planned = plan()
+    where = target()
+    planned = plan(where)
     indexed = index(planned)
     parse.expand(batch=parse_batches(planned)) >> indexed
-    report(publish(upload(to_parquet(merge(chunk.expand(batch=indexed))))))
+    report(publish(upload(to_parquet(merge(chunk.expand(batch=indexed))), where), where), where)
 
 
 def _chunk_params(params) -> dict:

@@ -9,7 +9,7 @@ are skipped, so re-runs resume. `finalize` writes `_COMPLETE` and emits the `nan
 
 from __future__ import annotations
 
-from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, uri_param
+from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, check_uris, uri_param
 from airflow.sdk import Param, dag, task
 
 BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with `workers` threads
@@ -18,12 +18,14 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
 @dag(
     dag_id="nanodata_fineweb_download",
     schedule=None,
+    description="Pretraining parquet shards (FineWeb-Edu) over HTTP into DESTINATION: verified, resumable",
     doc_md=__doc__,
     **DAG_DEFAULTS,
     params={
         "base_url": Param("https://huggingface.co/datasets/karpathy/fineweb-edu-100b-shuffle/resolve/main",
-                          type="string", pattern=r"^https?://\S+$", title="Base URL",
-                          description="Shards are fetched from BASE_URL/shard_00000.parquet, ..."),
+                          type="string", minLength=1, title="Base URL",
+                          description="An http:// or https:// URL; shards are fetched from "
+                                      "BASE_URL/shard_00000.parquet, ..."),
         "num_shards": Param(8, type="integer", minimum=1, maximum=100000, title="Shards",
                             description="Download shards 0 .. num_shards-1 (nanochat: the last is val)."),
         "workers": Param(4, type="integer", minimum=1, maximum=32, title="Threads per task",
@@ -34,8 +36,11 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
 def nanodata_fineweb_download():
     @task
     def plan(params=None) -> list[list[int]]:
+        from nanodata.download import check_base_url
         from nanodata.jobs import fineweb
 
+        check_base_url(params["base_url"])  # Params are checked in words here, not by a regex in the form
+        check_uris(params, "destination")
         return fineweb.plan(params["num_shards"], max_batches=BATCHES)
 
     @task(pool=GCS_POOL)

@@ -8,13 +8,14 @@ with `meta.json` and `_COMPLETE`. Emits the `nanodata_token_shards` Asset.
 
 from __future__ import annotations
 
-from _common import CPP_DEST, DAG_DEFAULTS, TOKEN_SHARDS, event_extras, optional_uri_param, uri_param
+from _common import CPP_DEST, DAG_DEFAULTS, TOKEN_SHARDS, check_uris, event_extras, optional_uri_param, uri_param
 from airflow.sdk import Param, dag, task
 
 
 @dag(
     dag_id="nanodata_pretokenize",
     schedule=None,
+    description="Tokenizes a corpus build into .npy token shards for DataLoaderLite",
     doc_md=__doc__,
     **DAG_DEFAULTS,
     params={
@@ -35,6 +36,7 @@ def nanodata_pretokenize():
     def resolve(params=None, triggering_asset_events=None) -> str:
         from nanodata.jobs import derived
 
+        check_uris(params, "corpus", "destination")
         return derived.resolve_corpus(params["corpus"], params["destination"], event_extras(triggering_asset_events))
 
     @task(outlets=[TOKEN_SHARDS])

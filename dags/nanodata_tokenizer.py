@@ -11,13 +11,15 @@ else the build `DESTINATION/latest.json` points at.
 
 from __future__ import annotations
 
-from _common import CPP_CORPUS, CPP_DEST, DAG_DEFAULTS, TOKENIZER, event_extras, optional_uri_param, uri_param
+from _common import (CPP_CORPUS, CPP_DEST, DAG_DEFAULTS, TOKENIZER, check_uris, event_extras, optional_uri_param,
+                     uri_param)
 from airflow.sdk import Param, dag, task
 
 
 @dag(
     dag_id="nanodata_tokenizer",
     schedule=[CPP_CORPUS],
+    description="Trains a BPE tokenizer on each new corpus build (or a chosen one), stored next to it",
     doc_md=__doc__,
     **DAG_DEFAULTS,
     params={
@@ -36,6 +38,7 @@ def nanodata_tokenizer():
     def resolve(params=None, triggering_asset_events=None) -> str:
         from nanodata.jobs import derived
 
+        check_uris(params, "corpus", "destination")
         return derived.resolve_corpus(params["corpus"], params["destination"], event_extras(triggering_asset_events))
 
     @task(outlets=[TOKENIZER])

@@ -2,10 +2,12 @@
 
 Reads manifest.json and the parquet shards. Token counts come from the chunker's `n_tokens`
 column when every shard carries it whole, else every text is tokenized with the report's tokenizer
-(to-parquet over plain {"text"} JSONL writes an all-null n_tokens column), so one tokenizer counts all. The crop plot answers the question
-a trainer asks before choosing a sequence length: which fraction of tokens would the best-fit
-loader discard at T? It replays the loader's packing (nanodata.loader.packing) on the train docs, and
-the page says why docs chunked to max_tokens are still cropped at T = max_tokens.
+(to-parquet over plain {"text"} JSONL writes an all-null n_tokens column), so one tokenizer counts all.
+Docs and tokens are also counted by the chunker's `kind` and by source project (from `source`).
+The crop plot answers the question a trainer asks before choosing a sequence length: which fraction
+of tokens would the best-fit loader discard at T? It replays the loader's packing
+(nanodata.loader.packing) on the train docs, and the page says why docs chunked to max_tokens are
+still cropped at T = max_tokens.
 
 nanodata.report_store finds builds (local or gs://) and keeps their reports up to date for the
 Airflow reports plugin.
@@ -115,7 +117,8 @@ def _projects(docs: Counter, tokens: Counter) -> dict[str, dict]:
     top, rest = ranked[:TOP_PROJECTS], ranked[TOP_PROJECTS:]
     out = _shares(docs, tokens, top)
     if rest:
-        out[f"({len(rest)} other projects)"] = {"docs": sum(docs[n] for n in rest), "tokens": sum(tokens[n] for n in rest)}
+        out[f"({len(rest)} other projects)"] = {"docs": sum(docs[n] for n in rest),
+                                                "tokens": sum(tokens[n] for n in rest)}
     return out
 
 

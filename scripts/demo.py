@@ -5,7 +5,8 @@
 2. a local GCS emulator (a real gcp-storage-emulator process on loopback) with bucket nanodata-demo;
 3. the nanodata_cpp_corpus DAG run by Airflow (`dag.test()`, SQLite metadata DB) with the emulator bucket
    as destination: chunk → merge → parquet → upload → Asset event → report;
-4. the build synced down and streamed with the best-fit loader; a summary is printed.
+4. the build synced down and streamed with the best-fit loader; a summary is printed, then what to do next
+   (open the report; start the Airflow UI with the README's commands, which serve this demo's bucket).
 Everything lands in ./demo_out/ (removed and rebuilt on each run).
 """
 
@@ -125,16 +126,31 @@ def main() -> int:
     tokens, rate = stream(local)
     report = json.loads((local / "report" / "report.json").read_text())
     crop = report["crop_fraction"]
+    index = local / "report" / "index.html"
     print(f"[4/4] streamed {BATCHES} batches of {B}x{T} with the best-fit loader\n")
     print(f"build      {latest['uri']}  (key {latest['key']})")
     print(f"docs       {latest['docs']:,} ({latest['duplicates_dropped']} duplicates dropped)")
     print(f"tokens     {latest['tokens']:,}")
-    print(f"shards     {latest['shards']} ({latest['bytes'] / 1e6:.2f} MB, manifest + _COMPLETE)")
-    print("crop       " + ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in crop.items()) + " of tokens cropped")
+    print(f"shards     {shards_line(local)}, {latest['bytes'] / 1e6:.2f} MB; manifest.json + _COMPLETE")
+    print("crop       " + ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in crop.items()) + " of tokens cropped "
+          "(why docs of at most max_tokens are cropped at all: see the report)")
     print(f"loader     {rate:,.0f} tokens/s ({tokens:,} tokens, CPU)")
-    print(f"report     {local / 'report' / 'index.html'} (also {latest['uri']}/report/ in the bucket)")
-    print(f"total      {time.perf_counter() - started:.0f} s; everything is under {OUT}/")
+    print(f"report     {index} (also {latest['uri']}/report/ in the bucket)")
+    print(f"total      {time.perf_counter() - started:.0f} s; everything is under {OUT}/\n")
+    print("next       open the report in a browser: file://" + str(index))
+    print("           the Airflow UI: run the commands of README.md \"The web UI with `airflow standalone`\" from")
+    print(f"           {airflow_local.REPO}; its GCS emulator serves {OUT / 'gcs'}, so Browse > Corpus reports")
+    print("           lists this build, and the trigger form runs nanodata_cpp_corpus again")
     return 0
+
+
+def shards_line(build: Path) -> str:
+    """The shard count as the manifest has it (train shards listed apart from the val shard)."""
+    from nanodata.dataset import read_manifest
+
+    manifest = read_manifest(build)
+    val = manifest.get("val")
+    return f"{len(manifest['shards'])} train + {1 if val else 0} val ({val['name'] if val else 'none'})"
 
 
 if __name__ == "__main__":

@@ -295,14 +295,17 @@ def upload(dest: str, stage: str, key: str) -> dict:
 
 
 def publish(dest: str, stage: str, key: str) -> dict:
-    """Point latest.json at the finished build; returns the counts for the Asset event."""
+    """Point latest.json at the finished build; returns its URI, build Params and counts for the Asset event
+    (the reports plugin lists builds from these events)."""
     target = build_uri(dest, key)
     if not storage.exists(join(target, COMPLETE)):
         raise RuntimeError(f"{target}: no {COMPLETE}; the upload did not finish")
     manifest = read_json(join(target, MANIFEST))
     merged = read_json(join(stage, "merged", SUMMARY)) or {}
+    planned = read_json(join(stage, PLAN)) or {}
     shards = manifest["shards"] + ([manifest["val"]] if manifest.get("val") else [])
-    info = {"key": key, "uri": target, "docs": manifest["total_rows"], "tokens": merged.get("tokens"),
+    info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest["total_rows"],
+            "tokens": merged.get("tokens"),
             "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
             "duplicates_dropped": merged.get("duplicates_dropped")}
     latest_uri = join(dest, LATEST)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from nanodata import storage
+from nanodata.errors import NanodataError
 
 
 join = storage.join_uri
@@ -17,6 +18,20 @@ join = storage.join_uri
 
 def is_gcs(uri: str) -> bool:
     return uri.startswith("gs://")
+
+
+def check_uri(name: str, uri) -> str:
+    """A run's URI argument (a DAG Param), or a one-line NanodataError saying in words what it must be:
+    an absolute local path or gs://bucket/prefix with a valid bucket name."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise NanodataError(f"{name}: empty; give an absolute path or gs://bucket/prefix")
+    try:
+        local = storage.parse_gs(uri) is None  # checks the bucket name of a gs:// URI
+    except NanodataError as exc:
+        raise NanodataError(f"{name}: {exc}") from None
+    if local and not uri.startswith("/"):
+        raise NanodataError(f"{name} {uri!r}: not an absolute path or gs://bucket/prefix")
+    return uri
 
 
 def read_json(uri: str) -> dict | None:

@@ -25,6 +25,7 @@ import torch
 
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
+from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
 from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
@@ -34,7 +35,7 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
         tokenizer, B, T, split, tokenizer_threads=4, tokenizer_batch_size=128, device="cuda",
         resume_state_dict=None, buffer_size=1000, *, data_dir=None, sources=None, logical_streams=None,
         reweight=False, rank=None, world_size=None, crop="discard", streaming=False, prefetch=2, poll_interval=30.0,
-        return_doc_info=False):
+        return_doc_info=False, cache_dir=None, cache_bytes=DEFAULT_CACHE_BYTES):
     """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
     doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True. inputs and targets are views of one
     reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch.
@@ -42,7 +43,10 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
     sources=[{"data_dir": ..., "weight": ...}, ...] replaces data_dir with a weighted mixture; logical_streams=N
     (fixed for a run) lets it resume on up to N ranks. resume_state_dict: one state, or the list of all ranks'
     states (gather_states), which resumes at any world size the run allows. reweight=True accepts other weights
-    at resume (a curriculum): buffered docs stay, the new weights apply from the next document."""
+    at resume (a curriculum): buffered docs stay, the new weights apply from the next document.
+
+    data_dir (and each source's) may be gs://bucket/prefix, read in place; cache_dir keeps up to cache_bytes of
+    the row groups fetched from a bucket on local disk (nanodata.loader.remote)."""
     _check_positive(B=B, T=T, buffer_size=buffer_size)
     if crop not in CROP_POLICIES:
         raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
@@ -52,7 +56,7 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
     settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
                 "tokenizer_batch_size": tokenizer_batch_size}
     docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
-                      poll_interval, prefetch, settings)
+                      poll_interval, prefetch, settings, {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
     plan = plan_resume(resume_state_dict, docs.settings, logical_streams, weights, bool(reweight))
     rows = _BestFitRows(docs, data_dirs, weights, plan, B, T, buffer_size, crop)
     return _deliver(rows.batches, docs, B, T, device, return_doc_info)
@@ -66,14 +70,15 @@ def tokenizing_distributed_data_loader_bos_bestfit(*args, **kwargs):
 def tokenizing_distributed_data_loader_with_state(
         tokenizer, B, T, split, tokenizer_threads=4, tokenizer_batch_size=128, device="cuda",
         resume_state_dict=None, *, data_dir=None, rank=None, world_size=None, streaming=False, prefetch=2,
-        poll_interval=30.0, return_doc_info=False):
+        poll_interval=30.0, return_doc_info=False, cache_dir=None, cache_bytes=DEFAULT_CACHE_BYTES):
     """The published fallback for scarce data or very long docs: BOS-prefixed docs concatenated into one stream,
     cut into windows of B*T+1 tokens; a window's last token is the next window's first input. Nothing is
     cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
     world size it was saved at (one state, or the list of all ranks' states)."""
     _check_positive(B=B, T=T)
     docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
-                      poll_interval, prefetch, {"loader": "concat", "B": B, "T": T})
+                      poll_interval, prefetch, {"loader": "concat", "B": B, "T": T},
+                      {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
     plan = plan_resume(resume_state_dict, docs.settings)
     feed = docs.feed(data_dir, docs.rank, docs.world_size)
     restored = []
@@ -189,10 +194,10 @@ def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
 class _Documents:
     """What every feed of this rank shares: the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=,
     num_threads=)), the source settings, the stop event, and the settings a state records: the loader's own
-    (kind first) and the documents'."""
+    (kind first) and the documents'. `files`: how sources reach a bucket's files (cache_dir, cache_bytes)."""
 
     def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
-                 loader_settings: dict):
+                 loader_settings: dict, files: dict):
         if split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val', not {split!r}")
         _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
@@ -200,6 +205,8 @@ class _Documents:
             raise ValueError(f"prefetch must be an integer >= 0, not {prefetch!r}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
+        check_cache_args(**files)
+        self.files = files
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.tokenizer, self.threads, self.prefetch = tokenizer, threads, prefetch
         self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
@@ -211,7 +218,7 @@ class _Documents:
     def feed(self, data_dir, stream: int, n_streams: int) -> Feed:
         """Row groups stream, stream + n_streams, ... of each of data_dir's files of this split."""
         source = DocumentSource(data_dir, self.split, stream, n_streams, self.batch_size, streaming=self.streaming,
-                                poll_interval=self.poll_interval, stop=self.stop)
+                                poll_interval=self.poll_interval, stop=self.stop, **self.files)
         return Feed(source, self._tokenize, bool(self.prefetch))
 
     def _tokenize(self, texts) -> list[list[int]]:

@@ -157,9 +157,9 @@ class DocumentSource:
 
     def _next_epoch(self, files: list[str]) -> None:
         if not self.epoch_has_docs:
-            raise NanodataError(f"{self.data_dir}: a whole pass over the {self.split} files gave rank (or logical "
-                                f"stream) {self.rank} of {self.world_size} no documents (too few row groups or empty "
-                                f"files)")
+            raise NanodataError(f"{self.data_dir}: rank {self.rank} of {self.world_size} (a logical stream when "
+                                f"logical_streams is set) got no documents in a whole pass over the {self.split} files "
+                                f"(too few row groups or empty files)")
         self.epoch += 1
         self.epoch_has_docs = False
         self.done_files, self.pass_files = [], list(files)

@@ -5,6 +5,7 @@ import shutil
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from airflow_test_home import REPO
 from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_source, xcom_sizes
 
 from nanodata import storage
@@ -133,8 +134,7 @@ def test_changed_input_rebuilds_under_a_new_key(dag, built, bucket, source, tmp_
     assert asset_events("nanodata_cpp_corpus")[-1]["key"] == latest["key"]
 
 
-@pytest.mark.parametrize("bad", [{"mode": "fancy"}, {"max_tokens": 8}, {"val_fraction": 0.9},
-                                 {"destination": "s3://bucket/x"}, {"source": "relative/path"},
+@pytest.mark.parametrize("bad", [{"mode": "fancy"}, {"max_tokens": 15}, {"val_fraction": 0.9},
                                  {"rows_per_file": "many"}])
 def test_invalid_params_are_rejected(dag, bucket, source, bad):
     from airflow.sdk.exceptions import ParamValidationError
@@ -142,6 +142,45 @@ def test_invalid_params_are_rejected(dag, bucket, source, bad):
     with pytest.raises(ParamValidationError):
         dag.test(run_conf=conf(source, f"gs://{bucket}/never", **bad))
     assert not storage.list_names(f"gs://{bucket}/never")
+
+
+def test_max_tokens_minimum_is_the_chunkers(dag):
+    """One minimum: the form's (which the UI's number field raises a smaller value to) is `nanodata chunk`'s."""
+    from nanodata.chunking.pipeline import MIN_TOKENS
+
+    param = dag.params.get_param("max_tokens")
+    assert param.schema["minimum"] == MIN_TOKENS and f"From {MIN_TOKENS} " in param.description
+
+
+def test_uri_mistakes_fail_the_first_task_in_words(dag, bucket, source, capfd):
+    """No regex in the form or the error: the Param says the rule in words, the run's first task checks it and
+    fails at once (no retry) with one line naming the Param."""
+    for name in ("source", "destination"):
+        schema = dag.params.get_param(name).schema
+        assert "pattern" not in schema and "bucket names are lowercase letters, digits, dots, dashes and " \
+            "underscores" in dag.params.get_param(name).description
+    dag_run = dag.test(run_conf=conf("relative/path", f"gs://{bucket}/never"))
+    assert dag_run.state == "failed"
+    states = task_states(dag_run)
+    assert states["target"] == ["failed"] and states["plan"] == ["upstream_failed"]
+    out = capfd.readouterr().out
+    assert "NanodataError: source 'relative/path': not an absolute path or gs://bucket/prefix" in out
+    assert "does not match" not in out and "action=fail" in out  # the retry policy: bad input fails at once
+    assert not storage.list_names(f"gs://{bucket}/never")
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("gs://Nanodata-Demo/cpp", "destination: 'gs://Nanodata-Demo/cpp': invalid bucket name 'Nanodata-Demo': GCS "
+                               "bucket names are 3-63 characters of lowercase letters, digits"),
+    ("s3://bucket/x", "destination 's3://bucket/x': not an absolute path or gs://bucket/prefix"),
+    ("", "destination: empty; give an absolute path or gs://bucket/prefix")])
+def test_uri_check_says_what_is_wrong(uri, expected):
+    from nanodata.errors import NanodataError
+    from nanodata.jobs.store import check_uri
+
+    with pytest.raises(NanodataError) as info:
+        check_uri("destination", uri)
+    assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 def _manifest_digests(dest, key):
@@ -206,3 +245,100 @@ def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, sour
     assert len(failing) == 1 and chunked == failing  # finished partitions were not chunked again
     assert _manifest_digests(dest, key) == _manifest_digests(ref_dest, key)
     assert read_json(f"{dest}/latest.json")["docs"] == read_json(f"{ref_dest}/latest.json")["docs"]
+
+
+@pytest.fixture
+def scheduled(monkeypatch, airflow_db):
+    """The DAG, freshly parsed, whose dag.test() makes the scheduler's nightly run instead of a manual one: run
+    type "scheduled", no conf, so the Params' defaults (the demo's values here). Fresh, because dag.test(run_conf)
+    leaves the conf's values in the DAG object's Params."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models import dagrun
+    from airflow.utils.types import DagRunType
+
+    real = dagrun.get_or_create_dagrun
+
+    def as_scheduled(**kwargs):
+        run = real(**kwargs)
+        run.run_type = DagRunType.SCHEDULED
+        kwargs["session"].commit()
+        return run
+
+    monkeypatch.setattr(dagrun, "get_or_create_dagrun", as_scheduled)
+    monkeypatch.delenv("NANODATA_CPP_SOURCE", raising=False)
+    monkeypatch.delenv("NANODATA_CPP_DEST", raising=False)
+    return DagBag(dag_folder=str(REPO / "dags" / "nanodata_cpp_corpus.py")).dags["nanodata_cpp_corpus"]
+
+
+def set_variables(**values):
+    from airflow.models.variable import Variable
+
+    for key, value in values.items():
+        if value is None:
+            Variable.delete(key)
+        else:
+            Variable.set(key, value)
+
+
+def test_scheduled_run_with_nothing_configured_skips_and_says_what_to_set(scheduled, caplog):
+    dag_run = scheduled.test()
+    assert dag_run.run_type == "scheduled" and dag_run.state == "success"
+    states = task_states(dag_run)
+    assert states["target"] == ["skipped"] and all(s == ["skipped"] for s in states.values()), states
+    out = caplog.text  # the task's log records
+    assert ("scheduled run skipped: the deployment configures no source and no destination to build. Set the Airflow "
+            "Variable(s) nanodata_cpp_source and nanodata_cpp_dest (Admin > Variables) or NANODATA_CPP_SOURCE and "
+            "NANODATA_CPP_DEST in the workers' environment") in out
+    assert "/usr/include/c++" not in out.split("scheduled run skipped")[1]  # the demo default is never read
+
+
+def test_scheduled_run_builds_the_configured_source_and_destination(scheduled, bucket, source, caplog, monkeypatch):
+    """Airflow Variables configure the nightly build; the environment does when they are not set."""
+    dest = f"gs://{bucket}/nightly"
+    dag = scheduled
+    defaults = {k: dag.params[k] for k in PARAMS}
+    key = build_key(list_inputs(str(source)), defaults)
+    monkeypatch.setenv("NANODATA_CPP_SOURCE", "/nonexistent/overridden")  # a Variable wins over the environment
+    set_variables(nanodata_cpp_source=str(source), nanodata_cpp_dest=dest)
+    try:
+        dag_run = dag.test()
+    finally:
+        set_variables(nanodata_cpp_source=None, nanodata_cpp_dest=None)
+    assert dag_run.run_type == "scheduled" and dag_run.state == "success", task_states(dag_run)
+    latest = read_json(f"{dest}/latest.json")
+    assert latest["key"] == key and latest["docs"] > 0 and latest["params"] == defaults
+    out = caplog.text  # the task's log records
+    assert f"report: {dest}/builds/{key}/report/index.html" in out  # the report task logs its URI and page
+    assert (f"report in the Airflow UI: http://localhost:8080/nanodata-reports/uri/gs/{bucket}/nightly/builds/{key}/"
+            in out)
+
+    monkeypatch.setenv("NANODATA_CPP_SOURCE", str(source))
+    monkeypatch.setenv("NANODATA_CPP_DEST", dest)
+    before = bucket_snapshot(bucket)
+    dag_run = dag.test()
+    assert dag_run.state == "success" and task_states(dag_run)["chunk"] == ["skipped"]  # the same build: up to date
+    assert bucket_snapshot(bucket) == before
+
+
+def test_reports_plugin_lists_the_published_build(built, bucket):
+    """The plugin's list comes from the Asset events the DAG emitted: this build, its Params and counts, a link
+    to its report in the bucket."""
+    import importlib.util
+
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    _, dest, key = built
+    spec = importlib.util.spec_from_file_location("nanodata_reports_dag_test", REPO / "plugins" / "nanodata_reports.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    plugin.app.dependency_overrides[get_user] = lambda: "test-user"
+    client = TestClient(plugin.app)
+    listing = client.get("/").text
+    link = f"uri/gs/{bucket}/main/builds/{key}/"
+    latest = read_json(f"{dest}/latest.json")
+    row = next(r for r in listing.split("<tr>") if f'href="{link}"' in r)
+    assert "<td>basic</td><td>256</td>" in row and f"<td>{latest['docs']:,}</td>" in row
+    page = client.get(f"/{link}")
+    assert page.status_code == 200 and page.content == storage.read_bytes(f"{dest}/builds/{key}/report/index.html")
+    assert f"<th>build</th><td>{dest}/builds/{key}</td>" in page.text

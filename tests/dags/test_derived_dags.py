@@ -67,6 +67,13 @@ def test_corpus_resolution_order(corpus):
         resolve_corpus("", dest + "/nothing-here", [])
 
 
+def test_bad_corpus_uri_fails_the_first_task_in_words(dagbag, corpus, capfd):
+    dag_run = dagbag.dags["nanodata_pretokenize"].test(run_conf={"corpus": "gs://Upper/c/builds/k1",
+                                                                 "destination": corpus[0]})
+    assert dag_run.state == "failed" and task_states(dag_run)["resolve"] == ["failed"]
+    assert "corpus: 'gs://Upper/c/builds/k1': invalid bucket name 'Upper'" in capfd.readouterr().out
+
+
 def test_invalid_vocab_size_is_rejected(dagbag, corpus):
     from airflow.sdk.exceptions import ParamValidationError
 

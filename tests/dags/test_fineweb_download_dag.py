@@ -64,11 +64,21 @@ def test_missing_shard_fails_without_retries_and_without_complete(dag, shard_ser
     assert len(storage.list_names(dest)) == 3  # the three good shards are kept for the next run
 
 
-@pytest.mark.parametrize("bad", [{"num_shards": 0}, {"workers": 100}, {"base_url": "ftp://x"},
-                                 {"destination": "bucket/no-scheme"}])
+@pytest.mark.parametrize("bad", [{"num_shards": 0}, {"workers": 100}])
 def test_invalid_params_are_rejected(dag, bad):
     from airflow.sdk.exceptions import ParamValidationError
 
     with pytest.raises(ParamValidationError):
         dag.test(run_conf={"base_url": "http://127.0.0.1:1", "num_shards": 1, "workers": 1,
                            "destination": "gs://dags-fineweb/never", **bad})
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ({"destination": "bucket/no-scheme"}, "destination 'bucket/no-scheme': not an absolute path or gs://bucket/prefix"),
+    ({"base_url": "ftp://x"}, "--base-url must be an http(s) URL like https://host/path, not 'ftp://x'")])
+def test_bad_urls_fail_the_first_task_in_words(dag, capfd, bad, expected):
+    dag_run = dag.test(run_conf={"base_url": "http://127.0.0.1:1", "num_shards": 1, "workers": 1,
+                                 "destination": "gs://dags-fineweb/never", **bad})
+    assert dag_run.state == "failed" and task_states(dag_run)["plan"] == ["failed"]
+    out = capfd.readouterr().out
+    assert expected in out and "does not match" not in out
