@@ -15,7 +15,19 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install --quiet -c requirements.lock -e ".[airflow,dev]"
 	touch $(STAMP)
 
-test: $(STAMP)
+# The browser test (tests/deploy/test_browser.py) drives Debian's chromium through playwright: playwright's own
+# browser download is not used. Installed with apt-get when missing (sudo unless root), as CI machines start without it.
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	@echo "installing Debian's chromium for tests/deploy/test_browser.py (apt-get install chromium)"
+	@SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	{ $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } && \
+	test -x $(CHROMIUM) || { echo "make: could not install chromium at $(CHROMIUM), which the browser test needs:" \
+	  "install Debian's chromium package (sudo apt-get install chromium) and run make test again" >&2; exit 1; }
+
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q tests
 
 demo: $(STAMP)

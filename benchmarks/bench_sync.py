@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.emulator import GcsEmulator
+from nanodata.testing.emulator import GcsEmulator
 
 N_FILES = 200
 FILE_BYTES = 256 * 1024

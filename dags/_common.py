@@ -46,10 +46,10 @@ CPP_SETTINGS = {"source": "NANODATA_CPP_SOURCE", "destination": "NANODATA_CPP_DE
 CPP_DEST = os.environ.get("NANODATA_CPP_DEST", "gs://nanodata-demo/cpp")
 CPP_SOURCE = os.environ.get("NANODATA_CPP_SOURCE", "/usr/include/c++")
 FINEWEB_DEST = os.environ.get("NANODATA_FINEWEB_DEST", "gs://nanodata-demo/fineweb")
-MIN_TOKENS = 16  # nanodata.chunking.pipeline.MIN_TOKENS (`nanodata chunk --max-tokens`): one minimum everywhere
+MIN_TOKENS = 16  # nanodata.build.chunking.pipeline.MIN_TOKENS (`nanodata chunk --max-tokens`): one minimum everywhere
 
 # No JSON-schema `pattern` on URIs: Airflow would answer a mismatch with the raw regex. The rule is said in
-# words here, and the run's first task checks it (nanodata.jobs.store.check_uri) with a one-line error.
+# words here, and the run's first task checks it (nanodata.storage.check_uri) with a one-line error.
 URI_RULE = ("An absolute local path or gs://bucket/prefix (bucket names are lowercase letters, digits, dots, "
             "dashes and underscores).")
 
@@ -66,7 +66,7 @@ def optional_uri_param(title: str, description: str) -> Param:
 
 def check_uris(params, *names: str) -> dict[str, str]:
     """{name: URI} of these Params, each checked (empty optional ones pass); the first task of a run calls it."""
-    from nanodata.jobs.store import check_uri
+    from nanodata.storage import check_uri
 
     return {name: params[name] and check_uri(name, params[name]) for name in names}
 
@@ -75,7 +75,7 @@ def run_target(params, dag_run, settings: dict[str, str]) -> dict[str, str]:
     """{Param name: URI} that this run reads and writes, checked. A manual run: its Params. A scheduled run:
     the deployment's settings, never the form's defaults; with one missing, the run is skipped with a log
     line saying what to set."""
-    from nanodata.jobs.store import check_uri
+    from nanodata.storage import check_uri
 
     if dag_run.run_type != "scheduled":
         return check_uris(params, *settings)
@@ -98,7 +98,7 @@ def log_report(report_uri: str, build_uri: str) -> None:
     """Log where a build's report is, and its URL in the Airflow UI when the reports plugin is installed."""
     from airflow.sdk.configuration import conf
 
-    from nanodata.report_store import web_path
+    from nanodata.report.index import web_path
 
     log.info("report: %s", report_uri)
     plugins = conf.get("core", "plugins_folder", fallback=None)

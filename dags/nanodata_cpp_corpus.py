@@ -33,7 +33,8 @@ from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULT
                      run_target, uri_param)
 from airflow.sdk import Param, dag, task
 
-MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.chunking.modes.MODES
+MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.build.chunking.modes.MODES
+PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and the curious' setting)
 
 
 def _build_params(params) -> dict:
@@ -61,10 +62,11 @@ def _build_params(params) -> dict:
         "max_tokens": Param(2048, type="integer", minimum=MIN_TOKENS, maximum=131072, title="Max tokens per doc",
                             description=f"Docs longer than this are split at function boundaries. From {MIN_TOKENS} "
                                         "(as `nanodata chunk --max-tokens`) to 131072."),
-        "partition_mb": Param(256, type="number", exclusiveMinimum=0, maximum=65536, title="Partition size (MB)",
+        # `minimum`, not exclusiveMinimum: the form enforces only the former, at the field
+        "partition_mb": Param(256, type="number", minimum=PARTITION_MB_MIN, maximum=65536, title="Partition size (MB)",
                               description="Work is cut into partitions of about this many MB of source, one "
                                           "mapped task each. Smaller spreads a build over more workers; the "
-                                          "corpus is identical for any value."),
+                                          f"corpus is identical for any value. From {PARTITION_MB_MIN:g} to 65536."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(50000, type="integer", minimum=1, title="Docs per shard",

@@ -16,13 +16,13 @@ from nanodata.errors import NanodataError
 
 # name -> (module, one-line help)
 COMMANDS = {
-    "download": ("nanodata.download", "download pretraining parquet shards over HTTP (retries, atomic, verified)"),
-    "tokenizer": ("nanodata.tokenizer_train", "train a BPE tokenizer on a parquet corpus"),
-    "pretokenize": ("nanodata.pretokenize", "tokenize a parquet corpus into .npy token shards (DataLoaderLite)"),
-    "chunk": ("nanodata.chunking.cli", "chunk C++ sources at function boundaries into JSONL docs"),
-    "to-parquet": ("nanodata.parquet", "convert chunker JSONL into shuffled parquet shards + manifest"),
-    "sync": ("nanodata.storage", "copy a corpus between a local dir and gs://bucket/prefix"),
-    "report": ("nanodata.report", "write a build report (counts, plots) for a corpus directory"),
+    "download": ("nanodata.build.download", "download pretraining parquet shards over HTTP (retries, atomic, verified)"),
+    "tokenizer": ("nanodata.build.tokenizer_train", "train a BPE tokenizer on a parquet corpus"),
+    "pretokenize": ("nanodata.build.pretokenize", "tokenize a parquet corpus into .npy token shards (DataLoaderLite)"),
+    "chunk": ("nanodata.build.chunking.cli", "chunk C++ sources at function boundaries into JSONL docs"),
+    "to-parquet": ("nanodata.build.to_parquet", "convert chunker JSONL into shuffled parquet shards + manifest"),
+    "sync": ("nanodata.storage.dirsync", "copy a corpus between a local dir and gs://bucket/prefix"),
+    "report": ("nanodata.report.corpus_report", "write a build report (counts, plots) for a corpus directory"),
 }
 
 

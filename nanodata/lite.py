@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from nanodata.errors import NanodataError
-from nanodata.pretokenize import SHARD_FILE, committed_meta
+from nanodata.token_shards import SHARD_FILE, committed_meta
 
 log = logging.getLogger(__name__)
 

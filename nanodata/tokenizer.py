@@ -17,7 +17,7 @@ from pathlib import Path
 import tiktoken
 
 from nanodata.errors import NanodataError
-from nanodata.files import atomic_output, atomic_write, fsync_dir
+from nanodata.storage.files import atomic_output, atomic_write, fsync_dir
 
 # GPT-4 style split pattern (as nanochat uses, with \p{N}{1,2} for small vocabularies).
 SPLIT_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""

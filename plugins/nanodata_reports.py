@@ -4,9 +4,9 @@ A FastAPI app mounted at /nanodata-reports lists every corpus build this deploym
 (the nanodata_cpp_corpus Asset's events: their `extra` holds each build's URI, Params and counts), plus
 the builds found under NANODATA_REPORTS_DIR (a local dir or a gs://bucket/prefix; a build is a dir
 holding a manifest.json), and serves each build's report: index.html, report.json and the SVG plots,
-as the DAG's report task wrote them, or written by `nanodata.report` when missing or stale
-(nanodata.report_store). A build under NANODATA_REPORTS_DIR is at builds/<its path there>/, any other
-at uri/gs/<bucket>/<prefix>/ or uri/local/<path>/ (nanodata.report_store.web_path). A nav entry embeds
+as the DAG's report task wrote them, or written by `nanodata.report.corpus_report` when missing or stale
+(nanodata.report.index). A build under NANODATA_REPORTS_DIR is at builds/<its path there>/, any other
+at uri/gs/<bucket>/<prefix>/ or uri/local/<path>/ (nanodata.report.index.web_path). A nav entry embeds
 the list in the Airflow UI. Requests need an Airflow login (the UI's session cookie or a Bearer JWT
 from /auth/token), like the rest of the API.
 """
@@ -24,14 +24,15 @@ from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.models.asset import AssetEvent, AssetModel
 from airflow.plugins_manager import AirflowPlugin
-from nanodata import report, report_store, storage
+from nanodata import storage
+from nanodata.report import corpus_report, index
 from nanodata.errors import NanodataError
 
 URL_PREFIX = "/nanodata-reports"
 CORPUS_ASSET = "nanodata_cpp_corpus"  # the corpus DAG's Asset (dags/_common.py CPP_CORPUS), emitted per build
 DEFAULT_ROOT = str(Path.home() / ".cache" / "nanodata" / "builds")
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".svg": "image/svg+xml"}
-SERVED = {report.INDEX_HTML, report.REPORT_JSON, *report.PLOTS}  # nothing else of a build is exposed
+SERVED = {corpus_report.INDEX_HTML, corpus_report.REPORT_JSON, *corpus_report.PLOTS}  # nothing else of a build is exposed
 
 
 def reports_root() -> str:
@@ -47,11 +48,11 @@ def corpus_events(session) -> list[tuple]:
 
 def served_builds(root: str, events: list[tuple]) -> dict[str, str]:
     """{web path without its trailing slash: build URI} of every build with a report here."""
-    builds = {f"builds/{b}": f"{root}/{b}" for b in report_store.find_builds(root)}
+    builds = {f"builds/{b}": f"{root}/{b}" for b in index.find_builds(root)}
     for _, extra in events:
         uri = str((extra or {}).get("uri") or "").rstrip("/")
         if uri:
-            builds.setdefault(report_store.web_path(uri, root).rstrip("/"), uri)
+            builds.setdefault(index.web_path(uri, root).rstrip("/"), uri)
     return builds
 
 
@@ -61,8 +62,8 @@ app = FastAPI(title="nanodata build reports", dependencies=[Depends(get_user)])
 @app.get("/", response_class=HTMLResponse)
 def list_builds(session: SessionDep) -> str:
     root = reports_root()
-    rows = report_store.build_rows(corpus_events(session), root, report_store.find_builds(root))
-    return report_store.builds_index_html(root, rows)
+    rows = index.build_rows(corpus_events(session), root, index.find_builds(root))
+    return index.builds_index_html(root, rows)
 
 
 @app.get("/{path:path}")
@@ -71,11 +72,11 @@ def build_file(path: str, session: SessionDep):
     if path in builds:  # the report's relative links need the trailing slash
         return RedirectResponse(path.rsplit("/", 1)[-1] + "/")
     build, _, name = path.rpartition("/")
-    name = name or report.INDEX_HTML
+    name = name or corpus_report.INDEX_HTML
     if build not in builds or name not in SERVED:  # only listed builds and report files: no ../ escapes
         raise HTTPException(status_code=404, detail=f"no report file {path!r}")
     try:
-        data = storage.read_bytes(f"{report_store.ensure_report(builds[build])}/{name}")
+        data = storage.read_bytes(f"{index.ensure_report(builds[build])}/{name}")
     except NanodataError as exc:
         raise HTTPException(status_code=422, detail=f"build {builds[build]}: {exc}") from None
     if data is None:

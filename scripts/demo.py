@@ -107,7 +107,7 @@ def main() -> int:
     print(f"[1/4] source: {described}")
 
     from nanodata import storage
-    from nanodata.emulator import GcsEmulator
+    from nanodata.testing.emulator import GcsEmulator
 
     with GcsEmulator(root=OUT / "gcs") as emulator:
         os.environ["STORAGE_EMULATOR_HOST"] = emulator.host

@@ -1,4 +1,4 @@
-"""GCS emulator fixtures (owned by the storage work; see nanodata.emulator).
+"""GCS emulator fixtures (owned by the storage work; see nanodata.testing.emulator).
 
 `gcs_emulator` (session): a real gcp-storage-emulator process on a free loopback port, with
 STORAGE_EMULATOR_HOST pointing at it for the whole session, so google-cloud-storage clients
@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from nanodata.emulator import GcsEmulator
+from nanodata.testing.emulator import GcsEmulator
 
 
 @pytest.fixture(scope="session")

@@ -18,9 +18,11 @@ import os
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
+from nanodata.build.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
 from nanodata.errors import NanodataError
-from nanodata.jobs.store import is_gcs, join
+from nanodata.storage import is_gcs, join_uri as join
+from nanodata.storage.gcs import TIMEOUT
+from nanodata.storage.retry import with_retries
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,8 @@ def _top_level(source: str) -> list[str]:
     if not is_gcs(source):
         return sorted(e.name for e in os.scandir(source) if e.is_file())
     bucket, prefix = storage.parse_gs(source.rstrip("/") + "/")
-    blobs = storage.with_retries(lambda: list(storage.gcs_client().list_blobs(
-        bucket, prefix=prefix, delimiter="/", retry=None, timeout=storage.TIMEOUT)), f"list {source}")
+    blobs = with_retries(lambda: list(storage.gcs_client().list_blobs(
+        bucket, prefix=prefix, delimiter="/", retry=None, timeout=TIMEOUT)), f"list {source}")
     return sorted(b.name[len(prefix):] for b in blobs)
 
 

@@ -134,7 +134,7 @@ def test_changed_input_rebuilds_under_a_new_key(dag, built, bucket, source, tmp_
     assert asset_events("nanodata_cpp_corpus")[-1]["key"] == latest["key"]
 
 
-@pytest.mark.parametrize("bad", [{"mode": "fancy"}, {"max_tokens": 15}, {"val_fraction": 0.9},
+@pytest.mark.parametrize("bad", [{"mode": "fancy"}, {"max_tokens": 15}, {"val_fraction": 0.9}, {"partition_mb": 0},
                                  {"rows_per_file": "many"}])
 def test_invalid_params_are_rejected(dag, bucket, source, bad):
     from airflow.sdk.exceptions import ParamValidationError
@@ -146,7 +146,7 @@ def test_invalid_params_are_rejected(dag, bucket, source, bad):
 
 def test_max_tokens_minimum_is_the_chunkers(dag):
     """One minimum: the form's (which the UI's number field raises a smaller value to) is `nanodata chunk`'s."""
-    from nanodata.chunking.pipeline import MIN_TOKENS
+    from nanodata.build.chunking.pipeline import MIN_TOKENS
 
     param = dag.params.get_param("max_tokens")
     assert param.schema["minimum"] == MIN_TOKENS and f"From {MIN_TOKENS} " in param.description
@@ -176,7 +176,7 @@ def test_uri_mistakes_fail_the_first_task_in_words(dag, bucket, source, capfd):
     ("", "destination: empty; give an absolute path or gs://bucket/prefix")])
 def test_uri_check_says_what_is_wrong(uri, expected):
     from nanodata.errors import NanodataError
-    from nanodata.jobs.store import check_uri
+    from nanodata.storage import check_uri
 
     with pytest.raises(NanodataError) as info:
         check_uri("destination", uri)
@@ -190,6 +190,8 @@ def _manifest_digests(dest, key):
 
 def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, bucket, source, monkeypatch):
     """The first upload attempt dies after one shard; Airflow's retry finishes the build."""
+    from nanodata.storage import dirsync
+
     _, ref_dest, key = built
     dest = f"gs://{bucket}/retry"
     real_sync, calls = storage.sync, []
@@ -202,7 +204,7 @@ def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, buck
             raise ConnectionError("connection reset mid-upload")
         return real_sync(src, dst, **kw)
 
-    monkeypatch.setattr(storage, "sync", crashing_sync)
+    monkeypatch.setattr(dirsync, "sync", crashing_sync)  # what put_dir calls
     monkeypatch.setattr(dag.get_task("upload"), "retry_delay", timedelta(0))
     monkeypatch.setattr(dag.get_task("upload"), "retry_exponential_backoff", 0)
     dag_run = dag.test(run_conf=conf(source, dest))
@@ -215,7 +217,7 @@ def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, buck
 def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, source, monkeypatch):
     """A chunk task fails for good; the run fails with nothing published. Clearing the run redoes only
     the failed batch and leaves the same build as an uninterrupted run."""
-    from nanodata.chunking import partitions
+    from nanodata.build.chunking import partitions
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/clear"

@@ -83,7 +83,7 @@ def test_nanodata_env_points_at_the_emulator(compose):
     # the reports plugin lists the builds where the corpus DAG writes them
     assert env["NANODATA_REPORTS_DIR"] == env["NANODATA_CPP_DEST"]
     assert env["NANODATA_CPP_DEST"].startswith("gs://${NANODATA_BUCKET:-nanodata-demo}/")
-    assert f"${{NANODATA_BUCKET:-nanodata-demo}}" in emulator["command"]
+    assert "${NANODATA_BUCKET:-nanodata-demo}" in emulator["command"]
 
 
 def test_init_migrates_and_creates_the_gcs_pool(compose):

@@ -9,8 +9,8 @@ import pytest
 from google.cloud import storage as gcs
 
 from faults import kill_at, kill_moments, nanodata_cmd, run, run_on_small_disk, same_tree, timed_run
-from nanodata import storage
 from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.storage.gcs import RESUMABLE_THRESHOLD
 
 SEED = 10
 KILLS = 6
@@ -24,7 +24,7 @@ def make_corpus(root, seed=SEED):
     for name in names:
         (root / name).write_bytes(rng.randbytes(rng.randint(20_000, 300_000)))
     names.append("val_shard.parquet")
-    (root / names[-1]).write_bytes(rng.randbytes(storage.RESUMABLE_THRESHOLD + 500_000))
+    (root / names[-1]).write_bytes(rng.randbytes(RESUMABLE_THRESHOLD + 500_000))
     (root / MANIFEST).write_text('{"shards": [%s]}' % ", ".join(f'{{"name": "{n}"}}' for n in names))
     (root / COMPLETE).write_bytes(b"")
     return root

@@ -8,7 +8,8 @@ import torch
 
 from nanodata.errors import NanodataError
 from nanodata.lite import DataLoaderLite
-from nanodata.pretokenize import META_VERSION, pretokenize, shard_record, write_meta
+from nanodata.build.pretokenize import pretokenize, shard_record, write_meta
+from nanodata.token_shards import META_VERSION
 
 
 def write_shards(root, sizes, offset=0, identity="test-tokenizer"):

@@ -13,7 +13,7 @@ from corpus import make_docs, write_parquet
 from loader_helpers import small_bestfit, small_concat, take
 from nanodata import dataset, storage
 from nanodata.errors import NanodataError
-from nanodata.files import file_digest
+from nanodata.storage.files import file_digest
 from nanodata.loader.source import DocumentSource
 
 LOADERS = {"bestfit": small_bestfit, "requeue": lambda *a, **k: small_bestfit(*a, crop="requeue", **k),

@@ -1,10 +1,11 @@
-"""nanodata.report_store: finding builds and keeping their reports current (local dirs here; the
+"""nanodata.report.index: finding builds and keeping their reports current (local dirs here; the
 reports plugin's tests cover gs:// builds against the emulator)."""
 
 import json
 from pathlib import Path
 
-from nanodata import report, report_store
+from nanodata.report import corpus_report as report
+from nanodata.report import index as report_store
 from built_corpus import write_built_corpus
 
 

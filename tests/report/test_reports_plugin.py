@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from nanodata import report, storage
+from nanodata import storage
+from nanodata.report import corpus_report as report
 from built_corpus import write_built_corpus
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "nanodata_reports.py"

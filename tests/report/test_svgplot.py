@@ -1,10 +1,10 @@
-"""nanodata.svgplot: the hand-written bar charts are valid SVG and scale their bars."""
+"""nanodata.report.svgplot: the hand-written bar charts are valid SVG and scale their bars."""
 
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from nanodata.svgplot import bar_chart, grouped_bar_chart, nice_ticks
+from nanodata.report.svgplot import bar_chart, grouped_bar_chart, nice_ticks
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -1,11 +1,11 @@
-"""nanodata.emulator.GcsEmulator: a real emulator process, restartable with its data kept."""
+"""nanodata.testing.emulator.GcsEmulator: a real emulator process, restartable with its data kept."""
 
 import os
 
 import requests
 from google.cloud import storage as gcs
 
-from nanodata.emulator import GcsEmulator
+from nanodata.testing.emulator import GcsEmulator
 
 
 def test_session_fixture_points_clients_at_the_emulator(gcs_emulator, gcs_bucket):

@@ -7,10 +7,13 @@ import time
 import pytest
 from google.cloud import storage as gcs
 
-from nanodata import storage, transfer
+from nanodata import storage
+from nanodata.storage import retry as transfer
+from nanodata.storage.gcs import RESUMABLE_THRESHOLD
+from nanodata.storage.sides import LocalSide, safe_relative_name
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
-from nanodata.files import file_digest
+from nanodata.storage.files import file_digest
 
 
 def make_source(root, n=12, size=3000, seed=0, manifest=True, complete=True):
@@ -33,7 +36,7 @@ def make_source(root, n=12, size=3000, seed=0, manifest=True, complete=True):
 
 
 def expected_names(root):
-    return sorted(storage.LocalSide(root).list())
+    return sorted(LocalSide(root).list())
 
 
 def blobs(bucket, prefix):
@@ -97,7 +100,7 @@ def test_download_verified_and_idempotent(tmp_path, gcs_bucket):
 def test_large_file_uses_resumable_upload_and_round_trips(tmp_path, gcs_bucket):
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    big = os.urandom(storage.RESUMABLE_THRESHOLD + 300_000)
+    big = os.urandom(RESUMABLE_THRESHOLD + 300_000)
     (src / "big.parquet").write_bytes(big)
     assert storage.sync(src, f"gs://{gcs_bucket}/big")["uploaded"] == 1
     assert storage.sync(f"gs://{gcs_bucket}/big", dst)["uploaded"] == 1
@@ -135,8 +138,8 @@ def test_traversal_names_refused(tmp_path, gcs_bucket):
     assert not dst.exists() or storage.list_names(dst) == []  # refused before anything was written
     for bad in ("../x", "a/../../x", "/etc/passwd", "a//b", "", "a\\..\\b"):
         with pytest.raises(NanodataError):
-            storage.safe_relative_name(bad, "gs://b/p")
-    assert storage.safe_relative_name("sub/shard_00000.parquet", "gs://b/p") == "sub/shard_00000.parquet"
+            safe_relative_name(bad, "gs://b/p")
+    assert safe_relative_name("sub/shard_00000.parquet", "gs://b/p") == "sub/shard_00000.parquet"
 
 
 def test_delete_only_when_asked(tmp_path, gcs_bucket):
@@ -234,7 +237,7 @@ def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
     from corpus import make_docs
 
     from nanodata import dataset
-    from nanodata.parquet import jsonl_to_parquet
+    from nanodata.build.to_parquet import jsonl_to_parquet
 
     docs = [d for d in make_docs(400, seed=4) if d.strip()]
     src = tmp_path / "docs.jsonl"

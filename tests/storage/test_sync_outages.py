@@ -9,9 +9,10 @@ import requests
 
 from foundation.fault_server import FaultServer
 from nanodata import storage
-from nanodata.chunking.sources import tree_files
-from nanodata.emulator import GcsEmulator
+from nanodata.build.chunking.sources import tree_files
+from nanodata.testing.emulator import GcsEmulator
 from nanodata.errors import NanodataError
+from nanodata.storage.sides import GcsSide, LocalSide
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def make_files(root, n, size):
         (root / f"shard_{i:05d}.parquet").write_bytes(rng.randbytes(size))
     (root / "manifest.json").write_text("{}")
     (root / "_COMPLETE").write_bytes(b"")
-    return sorted(storage.LocalSide(root).list())
+    return sorted(LocalSide(root).list())
 
 
 def object_count(emulator, prefix):
@@ -58,15 +59,15 @@ def test_upload_outage_then_rerun_completes_without_loss_or_duplicates(tmp_path,
     assert first["failed"] > 0 and not first["complete"]  # the sentinel is withheld after a failure
 
     own_emulator.start()
-    remote = storage.GcsSide(uri).list()
+    remote = GcsSide(uri).list()
     assert "_COMPLETE" not in remote and len(remote) < len(names)
     second = storage.sync(src, uri, workers=4)
     assert second["failed"] == 0 and second["complete"]
     assert second["uploaded"] + second["skipped"] == len(names)
     assert second["skipped"] >= first["uploaded"]  # nothing already there was sent twice
-    remote = storage.GcsSide(uri).list()
+    remote = GcsSide(uri).list()
     assert sorted(remote) == names  # nothing lost, nothing extra
-    local = storage.LocalSide(src).list()
+    local = LocalSide(src).list()
     assert all(remote[n] == local[n] for n in names)
 
 
@@ -143,7 +144,7 @@ def test_sync_retries_429_408_5xx_and_drops_and_logs_each(tmp_path, gcs_bucket, 
     assert len(lines) == 5 and all(" in up to " in line for line in lines)
     assert [line.split(": ")[1] for line in lines] == ["ServiceUnavailable", "TooManyRequests", "ConnectionError",
                                                        "GoogleAPICallError", "InternalServerError"]
-    remote, local = storage.GcsSide(f"gs://{gcs_bucket}/c").list(), storage.LocalSide(src).list()
+    remote, local = GcsSide(f"gs://{gcs_bucket}/c").list(), LocalSide(src).list()
     assert remote == local
 
 

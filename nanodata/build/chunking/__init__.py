@@ -1,0 +1,11 @@
+"""C++ chunking with tree-sitter: sources -> units -> dependency graphs -> modes -> token-exact docs.
+
+`chunk_to_jsonl(output, inputs=..., project_dirs=..., mode=...)` is the library entry point
+(Airflow tasks call it directly); `nanodata chunk` is its command-line face.
+"""
+
+from nanodata.build.chunking.modes import MODES
+from nanodata.build.chunking.pipeline import chunk_to_jsonl
+from nanodata.build.chunking.sources import CPP_EXTENSIONS
+
+__all__ = ["chunk_to_jsonl", "MODES", "CPP_EXTENSIONS"]

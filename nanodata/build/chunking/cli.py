@@ -1,0 +1,68 @@
+"""`nanodata chunk`: C++ sources -> JSONL training docs of at most --max-tokens tokens."""
+
+from __future__ import annotations
+
+import argparse
+
+from nanodata.build.chunking.modes import MODES
+from nanodata.build.chunking.sources import CPP_EXTENSIONS
+
+MODE_HELP = """modes:
+  basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
+              forward declarations) + runs of whole types/functions; namespaces re-wrapped
+  dep-aware   like basic, functions ordered callees-first (call levels; cycles after, in source order)
+  cross-file  each function also carries the functions it calls in other files (unique names only,
+              breadth-first up to --cross-depth)
+  project     cross-file over --project-dirs; projects ordered by their #include dependencies
+  compilable  per function: preamble, needed types in dependency order, callees first; falls back to
+              dropping cross-file functions, then preamble + named types + the function
+every doc is <= --max-tokens counted with the real tokenizer; a unit larger than that is cut at line
+boundaries into docs of kind "split". Output lines: {"text","n_tokens","mode","source","kind"};
+OUTPUT.done (the summary as JSON) is written last."""
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = MODE_HELP
+    parser.add_argument("--inputs", nargs="+", default=[], metavar="JSONL",
+                        help='JSONL files, one {"text": ...} per line (path/repo keys name the source); '
+                             ".jsonl, .jsonl.gz or .jsonl.zst, local or gs://bucket/object, streamed")
+    parser.add_argument("--project-dirs", nargs="+", default=[], metavar="DIR",
+                        help="C++ trees (local or gs:// prefixes): each sub-directory is a project, files directly "
+                             "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
+    parser.add_argument("--output", required=True, help="output JSONL (written to OUTPUT.tmp, then renamed)")
+    parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="token budget per doc, >= 16 (default: 2048)")
+    parser.add_argument("--tokenizer", default="cl100k_base",
+                        help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
+    parser.add_argument("--cross-depth", type=int, default=3,
+                        help="breadth-first depth of cross-file dependencies (default: 3)")
+    parser.add_argument("--max-file-bytes", type=int, default=500_000,
+                        help="skip (and count) files larger than this (default: 500000)")
+    parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
+                        help="comma-separated C++ file extensions for --project-dirs")
+    parser.add_argument("--workers", type=int, default=1, help="processes; output is identical for any value")
+    parser.add_argument("--partition-mb", type=float, default=256,
+                        help="global modes: parse/emit in partitions of this many MB of source, staged on disk "
+                             "next to OUTPUT, so memory stays bounded; output is identical for any value "
+                             "(default: 256)")
+    parser.add_argument("--append", action="store_true",
+                        help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from nanodata.build.chunking.pipeline import chunk_to_jsonl
+
+    extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
+    s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, mode=args.mode,
+                       max_tokens=args.max_tokens, tokenizer=args.tokenizer, cross_depth=args.cross_depth,
+                       max_file_bytes=args.max_file_bytes, workers=args.workers, strict=args.strict,
+                       extensions=extensions, append=args.append, progress=not args.no_progress,
+                       partition_mb=args.partition_mb)
+    print(f"chunk {s['mode']}: {s['files_read']} files read, {s['files_skipped']} skipped, "
+          f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
+          f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "
+          f"{s['files_per_s']} files/s, {s['mb_per_s']} MB/s -> {s['output']}")
+    return 0

@@ -1,0 +1,274 @@
+"""The five chunking modes: which units go together, in which order.
+
+A *ref* is (file number, unit number). Modes build *bundles* (refs added to a doc together,
+dependencies first, the root last) and hand them to `Packer`, which owns the budget.
+- basic:      a file that fits is one doc; else preamble + runs of whole units in source order.
+- dep-aware:  types and declarations, then functions callees-first (call levels, cycles after).
+- cross-file: each function bundled with the definitions it calls in other files (BFS to a depth,
+              only names with exactly one definition in the index).
+- project:    cross-file over project dirs, projects in #include order, index grown project by project.
+- compilable: per root function: preamble, needed types in dependency order, functions callees-first;
+              fallbacks drop cross-file functions, then reduce to preamble + named types + root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nanodata.build.chunking.graphs import callees_in_file, reachable, topo_order
+from nanodata.build.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
+from nanodata.build.chunking.units import FileUnits
+
+MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
+GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
+PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
+
+
+class Index:
+    """What a Chunker looks up: the files it emits (whole, by gid) and, in global modes, the
+    definitions of every file of the run by simple name (a GlobalIndex on disk: names, ids and
+    the text of uniquely named definitions, never the whole corpus in memory)."""
+
+    def __init__(self, files: dict[int, FileUnits], ranks: dict[int, int] | None = None, lookup=None):
+        self.files = files
+        self.ranks = ranks or {}   # project order: a name resolves among ranks <= the root's
+        self.lookup = lookup
+
+    def rank(self, f: int) -> int:
+        return self.ranks.get(f, 0)
+
+    def unique(self, kind: str, name: str, rank: int):
+        """The one definition (file, unit) of `name` visible from `rank`, or None (absent or ambiguous)."""
+        return self.lookup.unique(kind, name, rank)
+
+    def unit(self, ref):
+        fu = self.files.get(ref[0])
+        return fu.units[ref[1]] if fu is not None else self.lookup.unit(ref)
+
+    def text(self, ref) -> str:
+        fu = self.files.get(ref[0])
+        return fu.text_of(fu.units[ref[1]]) if fu is not None else self.lookup.text(ref)
+
+
+@dataclass
+class Packer:
+    budget: int
+    counter: Counter
+    index: Index
+
+    def shape(self, ref) -> tuple[tuple, int]:
+        """(scope, tokens) of a unit (file, unit) or of a class member (file, unit, member)."""
+        if len(ref) == 2:
+            unit = self.index.unit(ref)
+            return unit.scope, unit.tokens
+        fu = self.index.files[ref[0]]
+        unit = fu.units[ref[1]]
+        return self.class_scope(fu, unit), sum(fu.tokens[s] for s in unit.members[ref[2]])
+
+    def text(self, ref) -> str:
+        if len(ref) == 2:
+            return self.index.text(ref)
+        fu = self.index.files[ref[0]]
+        return "".join(fu.texts[s] for s in fu.units[ref[1]].members[ref[2]])
+
+    @staticmethod
+    def class_scope(fu, unit) -> tuple:
+        entry = (fu.texts[unit.opener], fu.tokens[unit.opener], fu.texts[unit.body], fu.tokens[unit.body])
+        return unit.scope + (entry,)
+
+    def preamble(self, f: int) -> list:
+        """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""
+        fu = self.index.files[f]
+        pieces = [(fu.texts[u.body], fu.tokens[u.body]) for u in fu.units if u.kind == "preamble"]
+        return pieces if sum(t for _, t in pieces) <= self.budget // PREAMBLE_SHARE else []
+
+    def builder(self, preamble: list) -> DocBuilder:
+        return DocBuilder(self.budget, list(preamble))
+
+    def fits(self, builder: DocBuilder, refs: list) -> bool:
+        """Would the doc stay within budget with all of `refs` added (in order)?"""
+        tokens, scope = builder.tokens, builder.scope
+        for ref in refs:
+            new_scope, unit_tokens = self.shape(ref)
+            tokens += scope_transition(scope, new_scope)[1] + unit_tokens
+            scope = new_scope
+            if tokens > self.budget:
+                return False
+        return tokens + closing_cost(scope) <= self.budget
+
+    def add(self, builder: DocBuilder, refs: list) -> None:
+        for ref in refs:
+            scope, tokens = self.shape(ref)
+            builder.add(scope, self.text(ref), tokens)
+
+    def alone(self, ref, preamble: list, source: str, kind: str) -> list[Doc]:
+        """One unit that does not share a doc: with the preamble if it fits, bare, or split
+        (a class between its members, inside its re-opened class; anything else at line boundaries)."""
+        for pre in (preamble, []):
+            builder = self.builder(pre)
+            if self.fits(builder, [ref]):
+                self.add(builder, [ref])
+                return [builder.finish(kind, source)]
+        fu = self.index.files[ref[0]]
+        unit = fu.units[ref[1]]
+        if len(ref) == 2 and unit.members and DocBuilder(self.budget).fits(self.class_scope(fu, unit), 0):
+            return self.pack([[ref + (m,)] for m in range(len(unit.members))], [], source, "split")
+        pieces = split_text(self.text(ref), self.budget, self.counter)
+        return [Doc(piece, tokens, "split", source) for piece, tokens in pieces if piece.strip()]
+
+    def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
+        """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc."""
+        docs, builder, in_doc = [], self.builder(preamble), set()
+        for bundle in bundles:
+            refs = [r for r in bundle if r not in in_doc]
+            if not self.fits(builder, refs):
+                if builder.n_units:
+                    docs.append(builder.finish(kind, source))
+                builder, in_doc, refs = self.builder(preamble), set(), list(bundle)
+                while len(refs) > 1 and not self.fits(builder, refs):
+                    refs = refs[1:]  # farthest dependencies go first
+                if not self.fits(builder, refs):
+                    docs.extend(self.alone(refs[-1], preamble, source, kind))
+                    continue
+            self.add(builder, refs)
+            in_doc.update(refs)
+        if builder.n_units:
+            docs.append(builder.finish(kind, source))
+        return docs
+
+
+class Chunker:
+    """Emits the docs of one file in the chosen mode; global modes look other files up in the Index.
+    Its caches are per root file: make one per file emitted."""
+
+    def __init__(self, mode: str, budget: int, counter: Counter, index: Index, cross_depth: int = 3):
+        self.mode, self.cross_depth = mode, cross_depth
+        self.index = index
+        self.packer = Packer(budget, counter, index)
+        self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
+        self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
+        self._edges: dict[tuple, list] = {}  # (root file, ref) -> call / type dependencies
+
+    def local_calls(self, f: int) -> dict:
+        if f not in self._calls:
+            self._calls[f] = callees_in_file(self.index.files[f].units)
+        return self._calls[f]
+
+    def local_types(self, f: int) -> dict:
+        if f not in self._types:
+            table: dict[str, list] = {}
+            for u, unit in enumerate(self.index.files[f].units):
+                if unit.kind == "type" and unit.name:
+                    table.setdefault(unit.name, []).append((f, u))
+            self._types[f] = table
+        return self._types[f]
+
+    def docs(self, f: int, source: str) -> list[Doc]:
+        fu = self.index.files[f]
+        if self.mode == "basic" and fu.whole_tokens <= self.packer.budget:
+            return [Doc(fu.whole_text(), fu.whole_tokens, "file", source)]
+        preamble = self.packer.preamble(f)
+        skip = {"preamble"} if preamble else set()
+        others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function" and unit.kind not in skip]
+        if self.mode == "basic":
+            units = [(f, u) for u, unit in enumerate(fu.units) if unit.kind not in skip]
+            return self.packer.pack([[ref] for ref in units], preamble, source)
+        functions = self.functions_callees_first(f)
+        if self.mode == "dep-aware":
+            return self.packer.pack([[ref] for ref in others + functions], preamble, source)
+        if self.mode == "compilable":
+            return self.compilable(f, functions, others, preamble, source)
+        bundles = [[ref] for ref in others]
+        bundles += [list(reversed(self.external_calls(ref))) + [ref] for ref in functions]
+        return self.packer.pack(bundles, preamble, source)
+
+    def functions_callees_first(self, f: int) -> list:
+        calls = self.local_calls(f)
+        return [(f, u) for u in topo_order(sorted(calls), calls)]
+
+    def call_edges(self, ref, root_file: int) -> list:
+        """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
+        key = ("calls", root_file, ref)
+        if key not in self._edges:
+            rank = self.index.rank(root_file)
+            found = (self.index.unique("function", name, rank) for name in self.index.unit(ref).calls)
+            self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
+        return self._edges[key]
+
+    def external_calls(self, root) -> list:
+        """Breadth-first cross-file dependencies of `root` (nearest first), --cross-depth levels."""
+        return reachable([root], _LazyEdges(lambda ref: self.call_edges(ref, root[0])), self.cross_depth)
+
+    # -- compilable ---------------------------------------------------------------------------
+
+    def needed_types(self, functions: list, closure: bool, root_file: int) -> list:
+        """Type definitions the functions name (and, with closure, the types those types name), resolved
+        as seen from root_file: its own types first, then unique names in the index."""
+        rank = self.index.rank(root_file)
+        local = self.local_types(root_file)
+
+        def resolve(ref) -> list:
+            key = ("types", root_file, ref)
+            if key not in self._edges:
+                unit = self.index.unit(ref)
+                out = []
+                for name in unit.types + ((unit.owner,) if unit.owner else ()):
+                    if name in local:
+                        out.extend(local[name])
+                    else:
+                        target = self.index.unique("type", name, rank)
+                        if target is not None:
+                            out.append(target)
+                self._edges[key] = [t for t in out if t != ref]
+            return self._edges[key]
+
+        direct = list(dict.fromkeys(t for fn in functions for t in resolve(fn)))
+        if not closure:
+            return direct
+        everything = direct + reachable(direct, _LazyEdges(resolve))
+        base = sorted(set(everything))  # (file, unit): source order within a file
+        deps = {t: resolve(t) for t in base}
+        return topo_order(base, deps)
+
+    def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
+        packer = self.packer
+        local_calls = self.local_calls(f)
+        covered, docs = set(), []
+        for root in reversed(functions):  # callers first: their docs cover many callees
+            if root in covered:
+                continue
+            local = [(f, u) for u in reachable([root[1]], local_calls)]
+            external = self.external_calls(root)
+            # full closure; without cross-file functions; preamble + directly named types + root
+            for deps, closure in [(local + external, True), (local, True), ([], False)]:
+                group = deps + [root]
+                ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
+                refs = self.needed_types(ordered, closure, f) + ordered
+                builder = packer.builder(preamble)
+                if packer.fits(builder, refs):
+                    packer.add(builder, refs)
+                    docs.append(builder.finish("compilable", source))
+                    covered.update(r for r in refs if r[0] == f)
+                    break
+            else:
+                docs.extend(packer.alone(root, preamble, source, "compilable"))
+                covered.add(root)
+        leftovers = [[ref] for ref in others if ref not in covered]
+        return docs + packer.pack(leftovers, preamble, source)
+
+    def _callees(self, ref, root_file: int) -> list:
+        same_file = self.local_calls(root_file).get(ref[1], []) if ref[0] == root_file else []
+        return [(ref[0], u) for u in same_file] + self.call_edges(ref, root_file)
+
+
+class _LazyEdges(dict):
+    """A mapping whose values are computed on first access (BFS touches few nodes)."""
+
+    def __init__(self, compute):
+        super().__init__()
+        self.compute = compute
+
+    def get(self, key, default=None):
+        if key not in self:
+            self[key] = self.compute(key)
+        return self[key]

@@ -1,0 +1,158 @@
+"""Cut a build's inputs into partitions of bounded size, one mapped task each.
+
+A partition is a list of *pieces*, each a run of items of one input:
+- {"kind": "jsonl", ...}: a line-aligned byte range of a JSONL input, with the number of its first
+  line (so sources and problems name the input's own line numbers). Plain inputs, local or gs://,
+  are read in place with ranged reads; a compressed input (.gz, .zst) cannot be entered mid-way, so
+  planning decompresses it once, streaming, into part files in staging, one per piece.
+- {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
+  projects are grouped or split wherever the size budget says.
+Partitions are closed once they hold `partition_bytes`, across input boundaries. Items keep the
+gid, source names and line numbers they have in a one-process run (nanodata.build.chunking.sources), so
+how the inputs are cut never changes the output. Planning holds one partition's file list at most.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from nanodata import storage
+from nanodata.build.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+
+PARTITIONS = "partitions"   # staging: partitions/NNNNN.json
+PARTS = "parts"             # staging: decompressed pieces of compressed inputs
+
+
+def partition_uri(stage: str, number: int) -> str:
+    return storage.join_uri(stage, PARTITIONS, f"{number:05d}.json")
+
+
+class _Planner:
+    def __init__(self, stage: str, partition_bytes: int):
+        self.stage, self.limit = stage, partition_bytes
+        self.pieces: list[dict] = []
+        self.problems: list[list[str]] = []
+        self.bytes = 0
+        self.count = 0
+
+    @property
+    def room(self) -> int:
+        return self.limit - self.bytes
+
+    def add(self, piece: dict, size: int) -> None:
+        self.pieces.append(piece)
+        self.bytes += size
+        if self.bytes >= self.limit:
+            self.close()
+
+    def close(self) -> None:
+        if not self.pieces and not self.problems:
+            return
+        storage.write_bytes(partition_uri(self.stage, self.count),
+                            json.dumps({"partition": self.count, "bytes": self.bytes, "pieces": self.pieces,
+                                        "problems": self.problems}).encode())
+        self.count += 1
+        self.pieces, self.problems, self.bytes = [], [], 0
+
+
+def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
+    compressed = storage.compression_of(uri) is not None
+    base = {"kind": "jsonl", "input": number, "display": uri}
+    with storage.open_decompressed(uri) as stream:
+        part = None
+        for data, cut in split_at_lines(stream, planner.room, planner.limit):
+            if compressed:
+                if part is None:
+                    part = open(scratch / "part.jsonl", "wb")
+                part.write(data)
+            if cut is None:
+                continue
+            start, stop, first_line = cut
+            if compressed:
+                part.close()
+                part = None
+                name = f"{number:05d}-{planner.count:05d}.jsonl"
+                target = storage.join_uri(planner.stage, PARTS, name)
+                storage.write_file(scratch / "part.jsonl", target)
+                piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
+            else:
+                piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line}
+            planner.add(piece, stop - start)
+
+
+def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...]) -> None:
+    files: list = []
+    size_sum = 0
+
+    def flush():
+        nonlocal files, size_sum
+        if files:
+            planner.add({"kind": "tree", "input": number, "root": root, "files": files}, size_sum)
+        files, size_sum = [], 0
+
+    k = 0  # file number: counts files only, as sources.tree_items does
+    for rel, size in tree_files(root, extensions):
+        if isinstance(rel, Problem):
+            planner.problems.append([rel.where, rel.reason, rel.status])
+            continue
+        files.append([rel, size, k])
+        k += 1
+        size_sum += size
+        if planner.bytes + size_sum >= planner.limit:
+            flush()
+    flush()
+
+
+def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> int:
+    """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
+    the input number is the position); returns how many there are."""
+    planner = _Planner(stage, partition_bytes)
+    scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
+    try:
+        for number, entry in enumerate(inputs):
+            if entry["kind"] == "jsonl":
+                _plan_jsonl(planner, number, entry["uri"], scratch)
+            else:
+                _plan_tree(planner, number, entry["uri"], extensions)
+        planner.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return planner.count
+
+
+def load_partition(stage: str, number: int) -> dict:
+    data = storage.read_bytes(partition_uri(stage, number))
+    if data is None:
+        raise FileNotFoundError(f"{partition_uri(stage, number)}: partition not planned")
+    return json.loads(data)
+
+
+def partition_items(partition: dict, max_file_bytes: int):
+    """The items of a partition, streamed, with the gids and names a one-process run gives them."""
+    for where, reason, status in partition["problems"]:
+        yield Problem(where, reason, status)
+    for piece in partition["pieces"]:
+        if piece["kind"] == "jsonl":
+            yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
+                                   start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
+        else:
+            for rel, size, k in piece["files"]:
+                yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
+
+
+def describe(partition: dict) -> str:
+    """One line for a task log: which inputs, byte ranges and files this partition holds."""
+    parts = []
+    for piece in partition["pieces"]:
+        if piece["kind"] == "jsonl":
+            stop = "end" if piece["stop"] is None else piece["stop"]
+            where = (f"bytes {piece['start']}-{stop}" if piece["uri"] == piece["display"]
+                     else f"decompressed part {piece['uri'].rsplit('/', 1)[-1]}")
+            parts.append(f"{piece['display']} from line {piece['first_line']} ({where})")
+        else:
+            files = piece["files"]
+            parts.append(f"{piece['root']}: {len(files)} files {files[0][0]} .. {files[-1][0]}")
+    return f"partition {partition['partition']} ({partition['bytes'] / 1e6:.1f} MB): " + "; ".join(parts)

@@ -1,0 +1,395 @@
+"""Chunking passes over a partition of items, and `chunk_to_jsonl`, the CLI's run of them.
+
+A *partition* is a run of items (JSONL records, project files) in input order. The passes:
+- local modes (basic, dep-aware): `chunk_items` parses and emits each file in one worker task;
+- global modes (cross-file, project, compilable): `parse_items` writes a partition's parsed units
+  to a unit store, `globalindex.build_index` reduces every store to the index, `emit_store`
+  writes a partition's docs using it, grouped by project rank;
+- `merge_docs` concatenates partitions' docs in (rank, partition) order through one JsonlWriter,
+  which drops exact duplicates (first occurrence wins).
+Every doc depends only on its file and the global index, and the merge order is the input order
+(by project rank in project mode), so the output is byte-identical however the items are cut into
+partitions, whatever the worker count, and whichever machine runs which pass: the Airflow DAG runs
+these same functions as mapped tasks (nanodata.jobs.cpp_corpus), the CLI runs them in a loop.
+
+Workers get at most WINDOW items each in flight, so memory holds a bounded number of files
+whatever the input size; results come back in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from nanodata.build.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
+from nanodata.build.chunking.modes import GLOBAL_MODES, MODES, Chunker, Index
+from nanodata.build.chunking.pack import Doc, counter_for
+from nanodata.build.chunking.sources import (CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text,
+                                       tree_items)
+from nanodata.build.chunking.units import parse_units
+from nanodata.build.chunking.writer import JsonlWriter, doc_from_line, doc_line, work_path
+from nanodata.errors import NanodataError
+from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
+from nanodata.storage import parse_gs
+from nanodata.build.workers import process_pool
+
+log = logging.getLogger(__name__)
+MIN_TOKENS = 16
+WINDOW = 16            # items in flight per worker
+PROBLEMS_KEPT = 100
+PICKLE = pickle.HIGHEST_PROTOCOL
+DEFAULT_PARTITION_MB = 256
+MERGE_BATCH = 256   # docs handed to the writer at a time
+
+_state: dict = {}   # per process: the run's settings, its Counter and (emit) the GlobalIndex
+
+
+# ---------------------------------------------------------------- per-file work (in worker processes)
+
+def _init_worker(settings: dict) -> None:
+    """Set up a process (a pool worker, or the parent itself with one worker) for one pass."""
+    _state.clear()
+    _state.update(settings, counter=counter_for(settings["tokenizer"]))
+    if settings.get("index"):
+        _state["lookup"] = GlobalIndex(settings["index"])
+
+
+def _parse(src: SourceFile):
+    text, problem = load_text(src)
+    if problem is not None:
+        return None, problem
+    return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic"), None
+
+
+def _chunker(files: dict, ranks: dict | None = None) -> Chunker:
+    return Chunker(_state["mode"], _state["budget"], _state["counter"], Index(files, ranks, _state.get("lookup")),
+                   _state["cross_depth"])
+
+
+def _chunk_file(src: SourceFile):
+    """Local modes: one file in, its docs out."""
+    fu, problem = _parse(src)
+    if fu is None:
+        return problem
+    return FileResult(src.gid, src.size, fu.syntax_errors, _chunker({src.gid: fu}).docs(src.gid, src.source))
+
+
+def _parse_file(src: SourceFile):
+    """Global modes, pass 1: one file in, its units (pickled) and definitions out."""
+    fu, problem = _parse(src)
+    if fu is None:
+        return problem
+    return FileResult(src.gid, src.size, fu.syntax_errors,
+                      payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+
+
+def _emit_file(row):
+    """Global modes, pass 2: a stored file's docs, with the global index."""
+    gid, source, _, size, syntax_errors, blob, rank = row
+    fu = pickle.loads(blob)
+    return FileResult(gid, size, bool(syntax_errors), _chunker({gid: fu}, {gid: rank}).docs(gid, source), rank=rank)
+
+
+@dataclass
+class FileResult:
+    gid: int
+    size: int
+    syntax_errors: bool
+    docs: list[Doc] = field(default_factory=list)
+    payload: tuple | None = None
+    rank: int = 0
+
+
+def _ordered_map(function, items, settings: dict, workers: int):
+    """function(item) for each item, in input order; Problems pass straight through; bounded in flight."""
+    if workers <= 1:
+        _init_worker(settings)
+        for item in items:
+            yield item if isinstance(item, Problem) else function(item)
+        return
+    pool = process_pool(workers, _init_worker, (settings,))
+    try:
+        pending: deque = deque()
+        for item in items:
+            pending.append(item if isinstance(item, Problem) else pool.apply_async(function, (item,)))
+            while len(pending) > WINDOW * workers or (pending and isinstance(pending[0], Problem)):
+                head = pending.popleft()
+                yield head if isinstance(head, Problem) else head.get()
+        while pending:
+            head = pending.popleft()
+            yield head if isinstance(head, Problem) else head.get()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+# ---------------------------------------------------------------- counts of a pass
+
+@dataclass
+class Tally:
+    """What a pass saw: files and bytes read, problems (counted; the first ones kept), docs written."""
+    files_read: int = 0
+    bytes_read: int = 0
+    syntax_errors: int = 0
+    files_skipped: int = 0
+    files_failed: int = 0
+    docs: int = 0
+    tokens: int = 0
+    problems: list = field(default_factory=list)
+    strict: bool = False
+
+    def problem(self, problem: Problem) -> None:
+        if self.strict:
+            raise NanodataError(f"{problem} (--strict)")
+        if problem.status == "skipped":
+            self.files_skipped += 1
+        else:
+            self.files_failed += 1
+        if len(self.problems) < PROBLEMS_KEPT:
+            self.problems.append(str(problem))
+
+    def file(self, result: FileResult) -> None:
+        self.files_read += 1
+        self.bytes_read += result.size
+        self.syntax_errors += result.syntax_errors
+        self.docs += len(result.docs)
+        self.tokens += sum(d.tokens for d in result.docs)
+
+    def add(self, other: dict) -> None:
+        for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed"):
+            setattr(self, name, getattr(self, name) + other[name])
+        self.problems.extend(other["problems"][:PROBLEMS_KEPT - len(self.problems)])
+
+    def counts(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "strict"}
+
+
+def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
+    for result in _ordered_map(function, items, settings, workers):
+        if isinstance(result, Problem):
+            tally.problem(result)
+        else:
+            tally.file(result)
+            yield result
+        if bar is not None:
+            bar.update(1)
+
+
+# ---------------------------------------------------------------- the passes over one partition
+
+def check_settings(mode: str, max_tokens: int, tokenizer: str, cross_depth: int = 3, max_file_bytes: int = 1,
+                   workers: int = 1) -> dict:
+    """The settings of a run, checked before any work; a bad tokenizer fails here."""
+    if mode not in MODES:
+        raise NanodataError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+    if max_tokens < MIN_TOKENS:
+        raise NanodataError(f"--max-tokens {max_tokens}: must be at least {MIN_TOKENS}")
+    if cross_depth < 0 or max_file_bytes <= 0 or workers < 1:
+        raise NanodataError(f"--cross-depth >= 0, --max-file-bytes > 0, --workers >= 1 required "
+                            f"(got {cross_depth}, {max_file_bytes}, {workers})")
+    counter_for(str(tokenizer))
+    return {"tokenizer": str(tokenizer), "mode": mode, "budget": max_tokens, "cross_depth": cross_depth}
+
+
+def check_run(output: Path, inputs, project_dirs, extensions: tuple, partition_mb: float) -> None:
+    """Where a run reads and writes, checked before any work."""
+    if not inputs and not project_dirs:
+        raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
+    if not (isinstance(partition_mb, (int, float)) and math.isfinite(partition_mb) and partition_mb > 0):
+        raise NanodataError(f"--partition-mb {partition_mb}: must be a number > 0")
+    if project_dirs and not any(e.strip(".") for e in extensions):
+        raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
+    if output.is_dir():
+        raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
+    parent = next((p for p in output.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
+    for uri in inputs:
+        if parse_gs(str(uri)) is None and Path(uri).is_dir():
+            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
+        if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
+            raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
+
+
+def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None):
+    """Local modes: the docs of each usable item, in input order (lists of Doc)."""
+    for result in _results(_chunk_file, items, settings, workers, tally, bar):
+        yield result.docs
+
+
+def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, bar=None) -> None:
+    """Global modes, map 1: parse a partition's items into a unit store."""
+    store = UnitStore(store_path)
+    try:
+        for result in _results(_parse_file, items, settings, workers, tally, bar):
+            store.add_file(result.gid, result.size, result.syntax_errors, *result.payload)
+    finally:
+        store.close()
+
+
+def emit_store(store_path, index_path, settings: dict, workers: int, out_path, tally: Tally, bar=None) -> list:
+    """Global modes, map 2: a partition's docs (staged lines, see doc_line) in (rank, gid) order.
+    Returns [(rank, start byte, stop byte)] of each rank's lines in out_path."""
+    groups: list[list[int]] = []
+    with atomic_output(out_path) as out:
+        rows = stored_files(store_path, index_path)
+        for result in _results(_emit_file, rows, {**settings, "index": str(index_path)}, workers, tally, bar):
+            start = out.tell()
+            out.write("".join(doc_line(d, settings["mode"]) for d in result.docs).encode("utf-8"))
+            if not groups or groups[-1][0] != result.rank:
+                groups.append([result.rank, start, start])
+            groups[-1][2] = out.tell()
+    return groups
+
+
+def stage_docs(docs_lists, out_path, mode: str) -> list:
+    """Local modes in a DAG task: a partition's docs as staged lines; one group (rank 0)."""
+    with atomic_output(out_path) as out:
+        for docs in docs_lists:
+            out.write("".join(doc_line(d, mode) for d in docs).encode("utf-8"))
+        size = out.tell()
+    return [[0, 0, size]]
+
+
+def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_part=None, release=None) -> None:
+    """Concatenate staged docs in (rank, partition) order into `writer` (which drops duplicates).
+    parts: (partition number, staged docs path, groups from emit_store / stage_docs); release(path)
+    is called once a path's last range has been read."""
+    open_part = open_part or (lambda path: open(path, "rb"))
+    ranges = sorted((rank, number, path, start, stop) for number, path, groups in parts
+                    for rank, start, stop in groups)
+    last_use = {path: i for i, (_, _, path, _, _) in enumerate(ranges)}
+    for i, (_, _, path, start, stop) in enumerate(ranges):
+        with open_part(path) as f:
+            f.seek(start)
+            left, batch = stop - start, []
+            while left > 0:
+                line = f.readline(left)  # never past the range: the next group may belong later
+                if not line:
+                    raise NanodataError(f"{path}: staged docs end before byte {stop}")
+                left -= len(line)
+                batch.append(doc_from_line(line))
+                if len(batch) >= MERGE_BATCH:
+                    writer.write(batch)
+                    batch = []
+            writer.write(batch)
+        if release is not None and last_use[path] == i:
+            release(path)
+
+
+# ---------------------------------------------------------------- the CLI's run
+
+def input_items(inputs, project_dirs, extensions, max_file_bytes: int):
+    """Every item of a run, streamed: JSONL inputs in the order given, then each project tree."""
+    for number, uri in enumerate(inputs):
+        yield from jsonl_items(str(uri), number, max_file_bytes)
+    for number, root in enumerate(project_dirs, start=len(inputs)):
+        yield from tree_items(str(root), number, extensions, max_file_bytes)
+
+
+def cut_by_bytes(items, limit: int):
+    """Consecutive partitions of an item stream, each closed once it holds `limit` bytes of files."""
+    iterator = iter(items)
+    ended = False
+
+    def partition():
+        nonlocal ended
+        total = 0
+        for item in iterator:
+            yield item
+            total += getattr(item, "size", 0)
+            if total >= limit:
+                return
+        ended = True
+
+    while not ended:
+        yield partition()
+
+
+def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_tokens=2048, tokenizer="cl100k_base",
+                   cross_depth=3, max_file_bytes=500_000, workers=1, strict=False,
+                   extensions=CPP_EXTENSIONS, append=False, progress=False,
+                   partition_mb: float = DEFAULT_PARTITION_MB) -> dict:
+    """Chunk C++ from JSONL `inputs` (.jsonl, .jsonl.gz, .jsonl.zst; local or gs://) and/or `project_dirs`
+    into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input."""
+    settings = check_settings(mode, max_tokens, tokenizer, cross_depth, max_file_bytes, workers)
+    extensions = tuple(e.lower() for e in extensions)
+    output = Path(output)
+    check_run(output, inputs, project_dirs, extensions, partition_mb)
+    started = time.perf_counter()
+    items = input_items(inputs, project_dirs, extensions, max_file_bytes)
+    tally = Tally(strict=strict)
+    with disk_errors(output):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        writer = JsonlWriter(output, mode, append)
+    bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
+    try:
+        if mode not in GLOBAL_MODES:
+            for docs in chunk_items(items, settings, workers, tally, bar):
+                writer.write(docs)
+        else:
+            work = work_path(output, "work")
+            shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
+            work.mkdir()
+            try:
+                _global_run(items, settings, workers, tally, bar, work, int(partition_mb * 2 ** 20), writer)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        if tally.files_read == 0:
+            first = f": first problem: {tally.problems[0]}" if tally.problems else ""
+            raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed} problems){first}")
+    except BaseException as exc:
+        writer.abort()
+        if is_disk_full(exc):  # the output, its staging or the dedupe table: all next to OUTPUT
+            raise disk_full_error(f"{output} (or its work files in {output.parent})") from None
+        raise
+    finally:
+        items.close()
+        bar.close()
+        _state.clear()
+
+    seconds = time.perf_counter() - started
+    counts = tally.counts()
+    summary = {
+        "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": str(tokenizer),
+        **{k: counts[k] for k in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed")},
+        "docs": writer.docs, "tokens": writer.tokens, "docs_split": writer.split,
+        "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
+        "files_per_s": round(tally.files_read / seconds, 1) if seconds else 0.0,
+        "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
+        "problems": counts["problems"],
+    }
+    with disk_errors(output):
+        writer.commit(summary)
+    for problem in counts["problems"][:20]:
+        log.warning("%s", problem)
+    n_problems = tally.files_skipped + tally.files_failed
+    if n_problems > 20:
+        log.warning("... and %d more problems (see %s.done)", n_problems - 20, output)
+    return summary
+
+
+def _global_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Path, partition_bytes: int,
+                writer: JsonlWriter) -> None:
+    """map (parse each partition) -> reduce (index) -> map (emit each partition) -> merge, in a temp dir."""
+    stores = []
+    for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
+        stores.append(tmp / f"units-{number:05d}.sqlite")
+        parse_items(part, settings, workers, stores[-1], tally, bar)
+    index = tmp / "index.sqlite"
+    build_index(stores, index, settings["mode"], tmp)
+    parts = []
+    emitted = Tally()
+    for number, store in enumerate(stores):
+        docs = tmp / f"docs-{number:05d}.jsonl"
+        parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
+        store.unlink()
+    merge_docs(parts, writer)

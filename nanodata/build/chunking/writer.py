@@ -1,0 +1,126 @@
+"""JSONL output: exact duplicates dropped (first occurrence wins), nothing half-written.
+
+A fresh output is written to OUTPUT.tmp and renamed into place; appending (for a parquet
+writer tailing a growing file) writes whole lines only. Either way `OUTPUT.done` (the run's
+summary as JSON) appears last, so a reader knows the file is complete; an appending run removes
+it before its first write, so a tailing reader never takes the previous run's marker for this one's.
+
+Appending is crash-idempotent: the run first records where OUTPUT ended (OUTPUT.append, fsynced);
+a re-run that finds that record (the previous append was killed) cuts OUTPUT back there first, so
+it ends with exactly the bytes one uninterrupted append gives. The record goes after the .done marker.
+
+The set of texts already written is a table on disk (SQLite, keyed by a 16-byte digest), not a
+Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from nanodata.build.chunking.pack import Doc
+from nanodata.storage.files import atomic_write, commit, temp_name
+
+SEEN_CACHE_KIB = 32 * 1024
+
+
+def doc_line(doc: Doc, mode: str) -> str:
+    """The output line of a doc (also how passes stage docs between tasks)."""
+    return json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode, "source": doc.source,
+                       "kind": doc.kind}, ensure_ascii=False) + "\n"
+
+
+def doc_from_line(line: bytes | str) -> Doc:
+    record = json.loads(line)
+    return Doc(record["text"], record["n_tokens"], record["kind"], record["source"])
+
+
+def work_path(output: Path, what: str) -> Path:
+    """A run's work file or directory, next to OUTPUT and named after it: what a killed run left there
+    is cleared by the next run, never piled up under fresh random names."""
+    return output.with_name(f".{output.name}.{what}")
+
+
+class SeenTexts:
+    """Digests of the texts written so far, on disk; `add` says whether a text is new."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.unlink(missing_ok=True)  # a killed run's table
+        self.db = sqlite3.connect(path)
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{SEEN_CACHE_KIB}"):
+            self.db.execute(f"PRAGMA {pragma}")
+        self.db.execute("CREATE TABLE seen(digest BLOB PRIMARY KEY) WITHOUT ROWID")
+
+    def add(self, text: str) -> bool:
+        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        return self.db.execute("INSERT OR IGNORE INTO seen VALUES (?)", (digest,)).rowcount == 1
+
+    def close(self) -> None:
+        self.db.close()
+        self.path.unlink(missing_ok=True)
+
+
+class JsonlWriter:
+    def __init__(self, output: str | os.PathLike, mode: str, append: bool = False):
+        self.output = Path(output)
+        self.done = self.output.with_name(self.output.name + ".done")
+        self.mode = mode
+        self.append = append
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        self.path = self.output if append else temp_name(self.output)
+        self.resume = self.output.with_name(self.output.name + ".append")
+        if append:
+            self._start_append()
+        self.file = open(self.path, "a" if append else "w", encoding="utf-8")
+        self.seen = SeenTexts(work_path(self.output, "seen.sqlite"))
+        self.docs = self.tokens = self.split = self.duplicates = 0
+
+    def _start_append(self) -> None:
+        self.done.unlink(missing_ok=True)
+        if self.resume.exists():  # a killed append: drop what it wrote
+            start = json.loads(self.resume.read_text())["offset"]
+            with open(self.output, "r+b") as f:
+                f.truncate(start)
+                os.fsync(f.fileno())
+            return
+        start = self.output.stat().st_size if self.output.exists() else 0
+        atomic_write(self.resume, json.dumps({"offset": start}))
+
+    def write(self, docs: list[Doc]) -> None:
+        lines = []
+        for doc in docs:
+            if not self.seen.add(doc.text):
+                self.duplicates += 1
+                continue
+            lines.append(doc_line(doc, self.mode))
+            self.docs += 1
+            self.tokens += doc.tokens
+            self.split += doc.kind == "split"
+        if lines:
+            self.file.write("".join(lines))  # whole lines per write: a tailing reader never sees half a doc
+            if self.append:
+                self.file.flush()
+
+    def commit(self, summary: dict) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        self.seen.close()
+        self.done.unlink(missing_ok=True)
+        if not self.append:
+            commit(self.path, self.output)
+        atomic_write(self.done, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        self.resume.unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        """Drop what this run wrote (an append keeps its offset record: the next run truncates to it)."""
+        with contextlib.suppress(OSError):  # closing flushes, which fails again on a full disk
+            self.file.close()
+        self.seen.close()
+        if not self.append:
+            self.path.unlink(missing_ok=True)

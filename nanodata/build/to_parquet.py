@@ -1,0 +1,334 @@
+"""JSONL → shuffled parquet shards + val_shard.parquet + manifest.json + _COMPLETE, crash-safe.
+
+The algorithm, one shard at a time (memory holds one shard's rows whatever the input size):
+  read whole lines (nanodata.build.jsonl) → parse and check each doc (bad lines counted by kind) →
+  a stable hash of the text sends ~val_fraction of docs to a val spool, the rest fill the shard →
+  a full shard is permuted by an RNG seeded with (seed, shard index), written whole (nanodata.storage.files) →
+  `_progress.json` records the input position, shard index and counts.
+At the end: the last partial shard, the val shard (spool order), manifest.json, then _COMPLETE. Inputs
+without a single good doc are an error, not a complete corpus of nothing.
+
+A re-run after a crash or kill -9 resumes from `_progress.json`: it truncates the val spool to the
+checkpointed length and re-reads from the checkpointed offset, so it writes exactly the bytes an
+uninterrupted run writes. The shuffle RNG needs no saved state: it is derived from the shard index.
+Because val membership depends only on the text, the val set does not change with --rows-per-file
+or with where a run stopped (the published script took val from the last partial batch only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from nanodata import __version__
+from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.errors import NanodataError
+from nanodata.storage.files import atomic_output, atomic_write, disk_errors, file_digest
+from nanodata.build.jsonl import SCHEMA, parse_block, read_blocks
+
+log = logging.getLogger(__name__)
+
+PROGRESS = "_progress.json"
+VAL_SPOOL = "_val_rows.jsonl"  # raw val lines in input order; `_` so sync never copies it
+VAL_NAME = "val_shard.parquet"
+COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
+FIRST_BAD_LINES = 5  # line numbers kept per kind of bad line
+
+
+def shard_name(index: int) -> str:
+    return f"shard_{index:05d}.parquet"
+
+
+def val_mask(texts: pa.ChunkedArray, val_fraction: float) -> np.ndarray:
+    """True for docs in val: the first 8 bytes of sha256(text) below val_fraction * 2**64.
+
+    Depends on the text alone, so it is the same whatever the shard size, input order or restarts."""
+    threshold = np.uint64(int(val_fraction * 2 ** 64))
+    texts = texts.combine_chunks()
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
+    data = memoryview(texts.buffers()[2] or b"")
+    digests = b"".join(hashlib.sha256(data[a:b]).digest()[:8] for a, b in zip(offsets, offsets[1:]))
+    return np.frombuffer(digests, dtype=">u8") < threshold
+
+
+def file_digests(path: Path) -> dict:
+    return {"bytes": path.stat().st_size, "sha256": file_digest(path, "sha256"), "crc32c": file_digest(path, "crc32c")}
+
+
+class Converter:
+    """The state `_progress.json` holds, and the steps that advance it."""
+
+    def __init__(self, inputs, out_dir: Path, rows_per_file: int, row_group_size: int, val_fraction: float,
+                 seed: int, compression: str, on_error: str):
+        self.out = out_dir
+        self.params = {"inputs": [os.path.abspath(p) for p in inputs], "rows_per_file": rows_per_file,
+                       "row_group_size": row_group_size, "val_fraction": val_fraction, "seed": seed,
+                       "compression": compression}
+        self.on_error = on_error
+        self.state = {"input_index": 0, "offset": 0, "line_no": 0, "shards": [], "val_spool_bytes": 0,
+                      "val_rows": 0, "bad_lines": {}, "complete": False}
+        self.chunks: list[pa.Table] = []  # train rows of the shard being filled
+        self.buffered = 0
+
+    # -- checkpoint
+    def load_progress(self) -> bool:
+        path = self.out / PROGRESS
+        if not path.is_file():
+            return False
+        saved = json.loads(path.read_text())
+        for key, value in self.params.items():
+            if saved["params"][key] != value:
+                flag = "--input" if key == "inputs" else "--" + key.replace("_", "-")
+                raise NanodataError(f"{path}: this directory was started with {flag} {saved['params'][key]}, "
+                                    f"not {value}; rerun with the same parameters or use a fresh --out")
+        self.state = saved["state"]
+        log.info("resuming %s: %d shard(s) done, input %d at byte %d", self.out, len(self.state["shards"]),
+                 self.state["input_index"], self.state["offset"])
+        return True
+
+    def save_progress(self, spool=None) -> None:
+        if spool is not None:  # the val lines the checkpoint counts must be on disk before it
+            with disk_errors(spool.name):
+                spool.flush()
+                os.fsync(spool.fileno())
+            self.state["val_spool_bytes"] = spool.tell()
+        atomic_write(self.out / PROGRESS, json.dumps({"params": self.params, "state": self.state}))
+
+    # -- steps
+    def bad_line(self, kind: str, detail: str, where: str) -> None:
+        if self.on_error == "fail":
+            raise NanodataError(f"{where}: {kind.replace('_', ' ')}: {detail} (--on-error fail)")
+        entry = self.state["bad_lines"].setdefault(kind, {"count": 0, "first_lines": []})
+        entry["count"] += 1
+        if len(entry["first_lines"]) < FIRST_BAD_LINES:
+            entry["first_lines"].append(where)
+            log.warning("%s: skipped, %s: %s", where, kind, detail[:200])
+
+    def flush_shard(self, spool) -> None:
+        index = len(self.state["shards"])
+        table = pa.concat_tables(self.chunks)
+        self.chunks, self.buffered = [], 0
+        order = np.random.default_rng([self.params["seed"], index]).permutation(table.num_rows)
+        path = self.out / shard_name(index)
+        with atomic_output(path) as f:
+            # one contiguous chunk, so the bytes do not depend on where the input blocks were cut
+            pq.write_table(table.take(order).combine_chunks(), f, row_group_size=self.params["row_group_size"],
+                           compression=self.params["compression"])
+        n_tokens = table.column("n_tokens")
+        tokens = (pc.sum(n_tokens).as_py() or 0) if n_tokens.null_count == 0 else None
+        self.state["shards"].append({"name": path.name, "rows": table.num_rows, **file_digests(path),
+                                     "tokens": tokens})
+        self.save_progress(spool)
+
+    def consume(self, path: str, block_start: int, block: bytes, spool) -> None:
+        """Route one block's docs to val spool / shard buffer, flushing (and checkpointing) at each full shard.
+
+        The block is handled in segments that end at the line completing a shard, so the checkpoint
+        written there covers exactly the lines before it: their bad-line counts and val rows, no more."""
+        parsed = parse_block(block)
+        starts, ends = parsed.starts, parsed.ends
+        val = val_mask(parsed.table.column("text"), self.params["val_fraction"])
+        rows_per_file = self.params["rows_per_file"]
+        cuts = np.flatnonzero(~val)[rows_per_file - self.buffered - 1::rows_per_file].tolist()
+        first_line_no = self.state["line_no"] + 1
+        bad = iter(parsed.bad)
+        next_bad = next(bad, None)
+        lo_row = 0
+        for cut in [*cuts, None]:
+            hi_row = len(val) if cut is None else cut + 1
+            hi_line = len(ends) if cut is None else int(parsed.lines[cut]) + 1
+            while next_bad is not None and next_bad[0] < hi_line:
+                line, kind, detail = next_bad
+                self.bad_line(kind, detail, f"{path}:{first_line_no + line}")
+                next_bad = next(bad, None)
+            for row in (np.flatnonzero(val[lo_row:hi_row]) + lo_row).tolist():
+                line = int(parsed.lines[row])
+                spool.write(block[starts[line]:ends[line]].rstrip(b"\n") + b"\n")
+                self.state["val_rows"] += 1
+            train = np.flatnonzero(~val[lo_row:hi_row]) + lo_row
+            if len(train):
+                self.chunks.append(parsed.table.take(train))
+                self.buffered += len(train)
+            self.state["offset"] = block_start + int(ends[hi_line - 1])
+            self.state["line_no"] = first_line_no + hi_line - 1
+            if cut is not None:
+                self.flush_shard(spool)
+            lo_row = hi_row
+
+    def convert(self, follow: bool, idle_timeout: float, progress) -> None:
+        # every other file has its own disk_errors, so a full disk met here is the spool's
+        with disk_errors(self.out / VAL_SPOOL), open(self.out / VAL_SPOOL, "ab+") as spool:
+            if spool.seek(0, os.SEEK_END) < self.state["val_spool_bytes"]:
+                raise NanodataError(f"{self.out / VAL_SPOOL}: shorter than {PROGRESS} records; use a fresh --out")
+            spool.truncate(self.state["val_spool_bytes"])  # drop val lines read after the last checkpoint
+            spool.seek(self.state["val_spool_bytes"])
+            inputs = self.params["inputs"]
+            while self.state["input_index"] < len(inputs):
+                path = inputs[self.state["input_index"]]
+                for start, block in read_blocks(path, self.state["offset"], follow=follow, idle_timeout=idle_timeout):
+                    self.consume(path, start, block, spool)
+                    progress()
+                self.state.update(input_index=self.state["input_index"] + 1, offset=0, line_no=0)
+            if self.buffered:
+                self.flush_shard(spool)
+            else:
+                self.save_progress(spool)
+
+    def write_val(self) -> dict | None:
+        if self.state["val_rows"] == 0:
+            if self.params["val_fraction"] > 0:
+                log.warning("%s: no doc hashed into val (val fraction %s); manifest val is null",
+                            self.out, self.params["val_fraction"])
+            return None
+        path = self.out / VAL_NAME
+        group = self.params["row_group_size"]
+        pending = []
+        with atomic_output(path) as f, pq.ParquetWriter(f, SCHEMA, compression=self.params["compression"]) as writer:
+            for _, block in read_blocks(self.out / VAL_SPOOL):
+                pending.append(parse_block(block).table)
+                table = pa.concat_tables(pending)
+                whole = table.num_rows - table.num_rows % group  # row groups of exactly `group` rows
+                if whole:
+                    writer.write_table(table.slice(0, whole).combine_chunks(), row_group_size=group)
+                pending = [table.slice(whole)]
+            table = pa.concat_tables(pending)
+            if table.num_rows:
+                writer.write_table(table.combine_chunks(), row_group_size=group)
+        return {"name": VAL_NAME, "rows": self.state["val_rows"], **file_digests(path)}
+
+    def manifest(self, val: dict | None) -> dict:
+        shards = self.state["shards"]
+        return {"version": 1, "shards": shards, "val": val, "bad_lines": self.state["bad_lines"],
+                "total_rows": sum(s["rows"] for s in shards) + (val["rows"] if val else 0),
+                "created_by": f"nanodata {__version__} to-parquet"}
+
+
+def check_params(inputs, out: Path, rows_per_file, row_group_size, val_fraction, seed, compression, on_error,
+                 follow, idle_timeout) -> None:
+    if not inputs:
+        raise NanodataError("--input: at least one JSONL file is needed")
+    for path in map(Path, inputs):
+        if path.is_dir():
+            raise NanodataError(f"--input {path}: is a directory; give JSONL files")
+        if not follow and not path.is_file():  # a followed input may appear later
+            raise NanodataError(f"--input {path}: input file does not exist")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
+    if rows_per_file < 1:
+        raise NanodataError(f"--rows-per-file must be >= 1, not {rows_per_file}")
+    if row_group_size < 1:
+        raise NanodataError(f"--row-group-size must be >= 1, not {row_group_size}")
+    if not 0 <= val_fraction < 1:
+        raise NanodataError(f"--val-fraction must be in [0, 1), not {val_fraction}")
+    if seed < 0:  # the shuffle's RNG takes non-negative seeds only
+        raise NanodataError(f"--seed must be >= 0, not {seed}")
+    if compression not in COMPRESSIONS:
+        raise NanodataError(f"--compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+    if on_error not in ("skip", "fail"):
+        raise NanodataError(f"--on-error must be 'skip' or 'fail', not {on_error!r}")
+    if not idle_timeout >= 0:  # NaN too: it would never end a followed input
+        raise NanodataError(f"--idle-timeout must be >= 0, not {idle_timeout}")
+
+
+def bad_summary(bad_lines: dict) -> str:
+    return ", ".join(f"{v['count']} {kind}" for kind, v in sorted(bad_lines.items())) or "none"
+
+
+def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_size: int = 1024,
+                     val_fraction: float = 0.01, seed: int = 42, follow: bool = False, idle_timeout: float = 60.0,
+                     compression: str = "zstd", on_error: str = "skip") -> dict:
+    """Convert JSONL docs into parquet shards in out_dir (resuming a crashed run there); returns the manifest."""
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out = Path(out_dir)
+    check_params(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error, follow,
+                 idle_timeout)
+    with disk_errors(out):
+        out.mkdir(parents=True, exist_ok=True)
+    conv = Converter(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error)
+    if not conv.load_progress():
+        foreign = sorted(p.name for p in out.iterdir() if p.suffix == ".parquet" or p.name == MANIFEST)
+        if foreign:
+            raise NanodataError(f"{out}: holds {foreign[0]} (and {len(foreign) - 1} more) but no {PROGRESS}, so "
+                                f"they are not from a to-parquet run that can be resumed; use an empty --out")
+        conv.save_progress()  # from here on, every shard in out_dir is covered by a checkpoint
+    if conv.state["complete"]:
+        log.info("%s is already complete; nothing to do", out)
+        if not (out / COMPLETE).is_file():  # killed between writing it and the last checkpoint
+            atomic_write(out / COMPLETE, b"")
+        (out / VAL_SPOOL).unlink(missing_ok=True)  # killed before removing it
+        return json.loads((out / MANIFEST).read_text())
+    (out / COMPLETE).unlink(missing_ok=True)  # whatever is here is about to change
+    for stale in out.glob("*.tmp"):  # partial writes of a killed run
+        stale.unlink()
+
+    from tqdm import tqdm
+
+    sizes = [os.path.getsize(p) if os.path.isfile(p) else 0 for p in conv.params["inputs"]]
+    with tqdm(total=None if follow else sum(sizes), unit="B", unit_scale=True, desc="to-parquet",
+              disable=None) as bar:
+        def progress() -> None:
+            bar.update(sum(sizes[:conv.state["input_index"]]) + conv.state["offset"] - bar.n)
+
+        progress()
+        conv.convert(follow, idle_timeout, progress)
+
+    if not conv.state["shards"] and not conv.state["val_rows"]:  # a corpus of nothing is not complete
+        bad = conv.state["bad_lines"]
+        raise NanodataError(f"--input {' '.join(conv.params['inputs'])}: no good doc, "
+                            f"{sum(v['count'] for v in bad.values())} bad line(s) ({bad_summary(bad)}); "
+                            f"no shard, {MANIFEST} or {COMPLETE} written to {out}")
+    manifest = conv.manifest(conv.write_val())
+    atomic_write(out / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
+    atomic_write(out / COMPLETE, b"")
+    conv.state["complete"] = True
+    conv.save_progress()
+    (out / VAL_SPOOL).unlink(missing_ok=True)
+    log.info("%s: %d shard(s), %d train rows, %d val rows, bad lines: %s", out, len(manifest["shards"]),
+             manifest["total_rows"] - conv.state["val_rows"], conv.state["val_rows"],
+             bad_summary(manifest["bad_lines"]))
+    return manifest
+
+
+def configure_parser(parser) -> None:
+    parser.description = ("Convert JSONL docs ({'text': ..., plus the chunker's n_tokens/mode/source/kind}) into "
+                          "parquet shards shuffled within each shard, a val_shard.parquet chosen by a stable hash of "
+                          "the text, manifest.json and then _COMPLETE. Crash-safe: rerun the same command after a "
+                          "crash and it continues from _progress.json, producing identical shards.")
+    parser.add_argument("--input", nargs="+", action="extend", required=True, metavar="JSONL",
+                        help="JSONL file(s), read in the order given")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--rows-per-file", type=int, default=50000, help="train docs per shard (default: 50000)")
+    parser.add_argument("--row-group-size", type=int, default=1024,
+                        help="docs per parquet row group; the loader strides row groups across ranks (default: 1024)")
+    parser.add_argument("--val-fraction", type=float, default=0.01,
+                        help="fraction of docs hashed into val_shard.parquet (default: 0.01)")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the within-shard shuffle (default: 42)")
+    parser.add_argument("--follow", action="store_true",
+                        help="tail inputs still being written; an input ends at its X.jsonl.done marker or "
+                             "after --idle-timeout seconds without growth")
+    parser.add_argument("--idle-timeout", type=float, default=60.0,
+                        help="with --follow: seconds without growth that end an input (default: 60)")
+    parser.add_argument("--compression", default="zstd", choices=COMPRESSIONS, help="parquet codec (default: zstd)")
+    parser.add_argument("--on-error", default="skip", choices=("skip", "fail"),
+                        help="bad lines (not UTF-8, invalid JSON, missing/non-string/empty text, ...): skip and "
+                             "count them in the manifest (default), or stop at the first one")
+
+
+def run(args) -> int:
+    manifest = jsonl_to_parquet(args.input, args.out, rows_per_file=args.rows_per_file,
+                                row_group_size=args.row_group_size, val_fraction=args.val_fraction, seed=args.seed,
+                                follow=args.follow, idle_timeout=args.idle_timeout, compression=args.compression,
+                                on_error=args.on_error)
+    bad = sum(v["count"] for v in manifest["bad_lines"].values())
+    print(f"wrote {len(manifest['shards'])} shard(s) + {'val' if manifest['val'] else 'no val'} to {args.out}: "
+          f"{manifest['total_rows']} rows, {bad} bad line(s) skipped")
+    return 0

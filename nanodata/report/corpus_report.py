@@ -1,0 +1,384 @@
+"""Build report of a corpus directory: report.json, SVG plots and an index.html that shows them.
+
+Reads manifest.json and the parquet shards. Token counts come from the chunker's `n_tokens`
+column when every shard carries it whole, else every text is tokenized with the report's tokenizer
+(to-parquet over plain {"text"} JSONL writes an all-null n_tokens column), so one tokenizer counts all.
+Docs and tokens are also counted by the chunker's `kind` and by source project (from `source`).
+The crop plot answers the question a trainer asks before choosing a sequence length: which fraction
+of tokens would the best-fit loader discard at T? It replays the loader's packing
+(nanodata.loader.packing) on the train docs, and the page says why docs chunked to max_tokens are
+still cropped at T = max_tokens.
+
+nanodata.report.index finds builds (local or gs://) and keeps their reports up to date for the
+Airflow reports plugin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nanodata.dataset import COMPLETE, MANIFEST, open_parquet, read_manifest, read_texts, split_files
+from nanodata.errors import NanodataError
+from nanodata.storage.files import atomic_write, disk_errors, file_digest
+from nanodata.report.svgplot import bar_chart, grouped_bar_chart
+
+REPORT_DIR = "report"
+REPORT_JSON = "report.json"
+INDEX_HTML = "index.html"
+REPORT_FORMAT = 2  # what report.json and the plots hold; a report of another format is rewritten (report_store)
+CROP_T = (1024, 2048, 4096, 16384)  # plus the build's max_tokens when it is known
+MAX_CROP_DOCS = 1_000_000  # replaying the packing takes ~1.5 s per million docs and T; a prefix is plenty
+NOT_RECORDED = "(not recorded)"  # docs without the chunker's metadata column (or the shard has no such column)
+KINDS = {"file": "whole file", "chunk": "chunk", "split": "split"}  # the chunker's doc kinds, as shown here
+TOP_PROJECTS = 20  # projects shown by name; the others are summed into one entry
+PLOTS = {  # file -> what it shows
+    "doc_tokens.svg": "document length distribution (tokens)",
+    "docs_by_kind.svg": "share of documents and tokens by kind",
+    "docs_by_project.svg": "share of documents and tokens by source project",
+    "shard_sizes.svg": "shard sizes",
+    "crop_fraction.svg": "fraction of tokens cropped by the best-fit loader",
+}
+
+
+def source_fingerprint(build_dir: Path) -> str:
+    """Changes whenever the build changes: the manifest's bytes, else the shards' names, sizes and mtimes."""
+    manifest = build_dir / MANIFEST
+    if manifest.is_file():
+        return file_digest(manifest, "sha256")
+    listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in build_dir.glob("*.parquet"))
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def _stored_lengths(path: Path) -> np.ndarray | None:
+    """The shard's n_tokens column; None without one, or when it has nulls (docs the chunker did not count)."""
+    pf = open_parquet(path)
+    if "n_tokens" not in pf.schema_arrow.names:
+        return None
+    col = pf.read(columns=["n_tokens"]).column("n_tokens")
+    if not pa.types.is_integer(col.type):
+        raise NanodataError(f"{path}: column n_tokens must be integers (is {col.type})")
+    return None if col.null_count else col.to_numpy().astype(np.int64)
+
+
+def _counted_lengths(path: Path, encoding) -> np.ndarray:
+    pf = open_parquet(path)
+    return np.array([len(ids) for rg in range(pf.num_row_groups)
+                     for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
+
+
+GROUPS = (("mode", "mode"), ("kind", "kind"), ("project", "source"))  # (group, the column it comes from)
+
+
+def _shard_groups(path: Path, lengths: np.ndarray) -> dict[str, Counter]:
+    """{"mode" | "kind" | "project": Counter({value: docs}), plus "<group>_tokens": Counter({value: tokens})}
+    of one shard. A doc's project is its `source` up to the first '/' or ':' ('repo/path', 'input.jsonl:LINE')."""
+    pf = open_parquet(path)
+    present = [column for _, column in GROUPS if column in pf.schema_arrow.names]
+    table = pf.read(columns=present)
+    out = {}
+    for group, column in GROUPS:
+        if column in present:
+            keys = pc.cast(table.column(column), pa.string())
+            if column == "source":
+                keys = pc.replace_substring_regex(keys, pattern="[/:].*", replacement="")
+            keys = pc.fill_null(keys, NOT_RECORDED)
+        else:
+            keys = pa.array([NOT_RECORDED] * len(lengths), pa.string())
+        summed = (pa.table({"key": keys, "tokens": pa.array(lengths, pa.int64())}).group_by("key")
+                  .aggregate([("tokens", "count"), ("tokens", "sum")]))
+        names = summed.column("key").to_pylist()
+        out[group] = Counter(dict(zip(names, summed.column("tokens_count").to_pylist())))
+        out[f"{group}_tokens"] = Counter(dict(zip(names, summed.column("tokens_sum").to_pylist())))
+    return out
+
+
+def _shares(docs: Counter, tokens: Counter, order: list[str]) -> dict[str, dict]:
+    return {name: {"docs": int(docs[name]), "tokens": int(tokens[name])} for name in order}
+
+
+def _kinds(docs: Counter, tokens: Counter) -> dict[str, dict]:
+    """Docs and tokens per kind, in the chunker's order (whole file, chunk, split), named as the report shows them."""
+    order = [k for k in KINDS if k in docs] + sorted(k for k in docs if k not in KINDS)
+    return {KINDS.get(k, k): v for k, v in _shares(docs, tokens, order).items()}
+
+
+def _projects(docs: Counter, tokens: Counter) -> dict[str, dict]:
+    """The TOP_PROJECTS projects with the most tokens (name breaks ties), then the rest summed as one entry."""
+    ranked = sorted(docs, key=lambda name: (-tokens[name], name))
+    top, rest = ranked[:TOP_PROJECTS], ranked[TOP_PROJECTS:]
+    out = _shares(docs, tokens, top)
+    if rest:
+        out[f"({len(rest)} other projects)"] = {"docs": sum(docs[n] for n in rest),
+                                                "tokens": sum(tokens[n] for n in rest)}
+    return out
+
+
+def _length_histogram(lengths: np.ndarray, max_tokens: int | None) -> dict[str, int]:
+    """Power-of-two bins (doc lengths are heavy-tailed) ending at max_tokens, else at the longest doc:
+    0-15, 16-31, ..., 1024-2048 (the last bin includes its end); docs longer than max_tokens, if any,
+    in a last bin '>max_tokens'."""
+    end = max_tokens or max(int(lengths.max(initial=0)), 1)
+    edges, edge = [0], 16
+    while edge < end:
+        edges.append(edge)
+        edge *= 2
+    edges.append(end)
+    counts, _ = np.histogram(lengths, bins=edges)  # numpy's last bin is closed: [lo, end]
+    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:-1])] + [f"{edges[-2]}-{end}"]
+    histogram = dict(zip(labels, counts.tolist()))
+    over = int((lengths > end).sum())
+    if over:
+        histogram[f">{end}"] = over
+    return histogram
+
+
+def _length_stats(lengths: np.ndarray) -> dict:
+    if lengths.size == 0:
+        return {"min": 0, "max": 0, "mean": 0.0, "median": 0.0, "p90": 0.0, "p99": 0.0}
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99]).tolist()
+    return {"min": int(lengths.min()), "max": int(lengths.max()), "mean": round(float(lengths.mean()), 2),
+            "median": p50, "p90": p90, "p99": p99}
+
+
+def _crop_fractions(train_lengths: np.ndarray, max_tokens: int | None) -> dict[str, float]:
+    from nanodata.loader.packing import simulate_crop_fraction  # the loader's own packing, imported lazily
+
+    docs = train_lengths[:MAX_CROP_DOCS].tolist()
+    return {str(T): round(float(simulate_crop_fraction(docs, T)), 6)
+            for T in sorted({*CROP_T, *([max_tokens] if max_tokens else [])})}
+
+
+def _manifest_summary(manifest: dict | None) -> dict | None:
+    if manifest is None:
+        return None
+    val = manifest.get("val") or {}
+    return {"version": manifest.get("version"), "total_rows": manifest.get("total_rows"),
+            "train_shards": len(manifest.get("shards", [])), "val_shard": val.get("name"), "val_rows": val.get("rows"),
+            "bad_lines": manifest.get("bad_lines"), "created_by": manifest.get("created_by")}
+
+
+def check_build_dir(build_dir: Path) -> None:
+    if not build_dir.exists():
+        raise NanodataError(f"build dir {build_dir} does not exist")
+    if not build_dir.is_dir():
+        raise NanodataError(f"build dir {build_dir}: is a file, not a directory")
+
+
+def check_max_tokens(max_tokens) -> None:
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise NanodataError(f"--max-tokens {max_tokens!r}: must be a whole number of at least 1")
+
+
+def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
+                 max_tokens: int | None = None, uri: str | None = None) -> dict:
+    """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
+    `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
+    `uri`: what the build is called (its gs:// URI when build_dir is a local copy)."""
+    build_dir = Path(build_dir)
+    check_build_dir(build_dir)
+    check_max_tokens(max_tokens)
+    from nanodata.tokenizer import load  # tiktoken only when a report is built, not for the plugin's imports
+
+    encoding = load(tokenizer).encoding  # a bad --tokenizer fails here, before any shard is read
+    train, val = split_files(build_dir)
+    if not train and not val:
+        raise NanodataError(f"{build_dir}: no parquet shards")
+    files = [("train", path) for path in train] + [("val", path) for path in val]
+    per_shard = [_stored_lengths(path) for _, path in files]
+    has_n_tokens = all(lengths is not None for lengths in per_shard)
+    if not has_n_tokens:
+        per_shard = [_counted_lengths(path, encoding) for _, path in files]
+    shards, train_lengths, groups = [], [], {}
+    for (split, path), lengths in zip(files, per_shard):
+        shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
+                       "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
+        if split == "train":
+            train_lengths.append(lengths)
+        for name, counts in _shard_groups(path, lengths).items():
+            groups.setdefault(name, Counter()).update(counts)
+    lengths = np.concatenate(per_shard)
+    train_cat = np.concatenate(train_lengths) if train_lengths else lengths
+    return {
+        "format": REPORT_FORMAT,
+        "build": uri or str(build_dir.resolve()),
+        "complete": (build_dir / COMPLETE).exists(),
+        "source_fingerprint": source_fingerprint(build_dir),
+        "manifest": _manifest_summary(read_manifest(build_dir)),
+        "docs": int(lengths.size),
+        "tokens": int(lengths.sum()),
+        "token_counts_from": "n_tokens column" if has_n_tokens else f"tokenized with {tokenizer}",
+        "doc_tokens": _length_stats(lengths),
+        "max_tokens": max_tokens,
+        "doc_tokens_histogram": _length_histogram(lengths, max_tokens),
+        "modes": dict(sorted(groups["mode"].items())),
+        "kinds": _kinds(groups["kind"], groups["kind_tokens"]),
+        "projects": _projects(groups["project"], groups["project_tokens"]),
+        "project_count": len(groups["project"]),
+        "shards": shards,
+        "crop_fraction": _crop_fractions(train_cat, max_tokens),
+        "crop_docs": int(min(train_cat.size, MAX_CROP_DOCS)),
+        "partitions": partitions or [],
+    }
+
+
+def _share_chart(name: str, shares: dict[str, dict], xlabel: str) -> str:
+    """% of all docs and % of all tokens per entry, side by side: where the docs are vs where the tokens are."""
+    totals = {what: sum(v[what] for v in shares.values()) or 1 for what in ("docs", "tokens")}
+    series = {f"% of {what}": [100 * v[what] / totals[what] for v in shares.values()] for what in ("docs", "tokens")}
+    return grouped_bar_chart(PLOTS[name], list(shares), series, xlabel=xlabel, ylabel="% of the corpus",
+                             value_fmt=lambda v: f"{v:.0f}%")
+
+
+def render_plots(report: dict) -> dict[str, str]:
+    """file name -> SVG text, one per entry of PLOTS."""
+    shards = report["shards"]
+    return {
+        "doc_tokens.svg": bar_chart(PLOTS["doc_tokens.svg"], list(report["doc_tokens_histogram"]),
+                                    list(report["doc_tokens_histogram"].values()),
+                                    xlabel="tokens per document", ylabel="documents"),
+        "docs_by_kind.svg": _share_chart("docs_by_kind.svg", report["kinds"], "kind of doc"),
+        "docs_by_project.svg": _share_chart("docs_by_project.svg", report["projects"], "source project"),
+        "shard_sizes.svg": bar_chart(PLOTS["shard_sizes.svg"], [s["name"] for s in shards],
+                                     [s["bytes"] / 1024 for s in shards], xlabel="shard", ylabel="KiB",
+                                     value_fmt=lambda v: f"{v:.1f}"),
+        "crop_fraction.svg": bar_chart(PLOTS["crop_fraction.svg"], [f"T={t}" for t in report["crop_fraction"]],
+                                       [100 * v for v in report["crop_fraction"].values()],
+                                       xlabel="sequence length", ylabel="% of tokens cropped",
+                                       value_fmt=lambda v: f"{v:.1f}%"),
+    }
+
+
+def _table(rows: list[tuple[str, object]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _columns_table(columns: tuple[str, ...], rows: list[dict]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{escape(str(r.get(c, '')))}</td>" for c in columns) + "</tr>"
+                      for r in rows) + "</table>")
+
+
+def _shares_table(first: str, shares: dict[str, dict]) -> str:
+    totals = {what: sum(v[what] for v in shares.values()) or 1 for what in ("docs", "tokens")}
+    return _columns_table((first, "docs", "% of docs", "tokens", "% of tokens"), [
+        {first: name, "docs": v["docs"], "% of docs": f"{100 * v['docs'] / totals['docs']:.1f}%",
+         "tokens": v["tokens"], "% of tokens": f"{100 * v['tokens'] / totals['tokens']:.1f}%"}
+        for name, v in shares.items()])
+
+
+def crop_explanation(report: dict) -> str:
+    """Why docs that fit in T are cropped anyway, and what crop="requeue" changes (HTML)."""
+    max_tokens = report.get("max_tokens")
+    at_max = report["crop_fraction"].get(str(max_tokens)) if max_tokens else None
+    measured = (f" Here, at T = max_tokens = {max_tokens}, {100 * at_max:.2f}% of the tokens are cropped."
+                if at_max is not None else "")
+    return (
+        "<p>Docs chunked to at most max_tokens still lose tokens at T = max_tokens. The best-fit loader fills "
+        "every row of T+1 tokens with no padding: at each position it places the largest buffered doc (with its "
+        "BOS) that fits the space left, and when none fits it crops the shortest doc to fill the row exactly and "
+        "discards the rest of it. Every doc fits an empty row, but the space left at the end of a row is almost "
+        f"always shorter than any doc, so most rows end with a cropped doc.{measured} A larger T crops fewer "
+        "tokens (fewer row ends per token).</p>"
+        "<p>With <code>crop=\"requeue\"</code> the loader puts the cropped tail back into the buffer as a new "
+        "doc behind a BOS instead of discarding it: no token is lost (0% cropped at any T); the cost is one "
+        "extra BOS per requeued tail, and a tail is trained on without the start of its doc in context.</p>")
+
+
+def render_html(report: dict) -> str:
+    stats, manifest = report["doc_tokens"], report["manifest"] or {}
+    summary = [("build", report["build"]), ("complete (_COMPLETE present)", report["complete"]),
+               ("chunking mode", ", ".join(report["modes"])),
+               ("max tokens per doc", report["max_tokens"] or "not given"),
+               ("documents", report["docs"]), ("tokens", report["tokens"]),
+               ("token counts", report["token_counts_from"]),
+               *((f"doc tokens {k}", v) for k, v in stats.items()),
+               *((f"cropped at T={t}", f"{100 * v:.2f}%") for t, v in report["crop_fraction"].items()),
+               ("crop simulated on", f"{report['crop_docs']} train docs")]
+    shards = _columns_table(("name", "split", "rows", "tokens", "bytes"), report["shards"])
+    plots = "".join(f'<figure><img src="{name}" alt="{escape(title)}"></figure>' for name, title in PLOTS.items())
+    projects = f"{report['project_count']} projects" + (f", the {TOP_PROJECTS} with the most tokens first"
+                                                         if report["project_count"] > TOP_PROJECTS else "")
+    partitions = ("<h2>Partitions</h2><p>Chunked per partition (docs and tokens before duplicates were dropped)</p>"
+                  + _columns_table(("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs",
+                                    "tokens", "seconds", "mb_per_s"), report["partitions"])
+                  if report["partitions"] else "")
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>nanodata build report</title>
+<style>body{{font-family:sans-serif;margin:1.5em;max-width:1400px}} table{{border-collapse:collapse;margin-bottom:1em}}
+th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left}} figure{{display:inline-block;margin:0.5em}}</style>
+</head><body>
+<h1>nanodata build report</h1>
+{_table(summary)}
+<h2>Why docs that fit are still cropped</h2>
+{crop_explanation(report)}
+<h2>Plots</h2>
+{plots}
+<h2>By kind</h2>
+<p>whole file: a source file that fits in max_tokens, kept whole; chunk: the file's preamble plus a run of whole
+types and functions; split: one unit too long for max_tokens, cut at line boundaries.</p>
+{_shares_table("kind", report["kinds"])}
+<h2>By source project</h2>
+<p>{projects} (a doc's project: its source up to the first '/' or ':')</p>
+{_shares_table("project", report["projects"])}
+<h2>Manifest</h2>
+{_table(list(manifest.items())) if manifest else "<p>no manifest.json</p>"}
+<h2>Shards</h2>
+{shards}
+{partitions}
+<p><a href="{REPORT_JSON}">report.json</a></p>
+</body></html>
+"""
+
+
+def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                 tokenizer: str = "cl100k_base", partitions: list | None = None, max_tokens: int | None = None,
+                 uri: str | None = None) -> Path:
+    """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
+
+    Every file is written to a temp name and renamed. Returns the path of index.html.
+    """
+    out = Path(out_dir) if out_dir is not None else Path(build_dir) / REPORT_DIR
+    check_build_dir(Path(build_dir))
+    check_max_tokens(max_tokens)
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
+    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri)
+    with disk_errors(out):
+        out.mkdir(parents=True, exist_ok=True)
+    for name, svg in render_plots(report).items():
+        atomic_write(out / name, svg)
+    atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
+    atomic_write(out / INDEX_HTML, render_html(report))
+    return out / INDEX_HTML
+
+
+def configure_parser(parser) -> None:
+    parser.add_argument("build_dir", metavar="BUILD_DIR",
+                        help="a built corpus: parquet shards (+ manifest.json) as written by `nanodata to-parquet`")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help=f"where to write the report (default: BUILD_DIR/{REPORT_DIR})")
+    parser.add_argument("--tokenizer", default="cl100k_base",
+                        help="tokenizer for counting tokens when the shards have no complete n_tokens column "
+                             "(tiktoken name or a dir from `nanodata tokenizer`; default: cl100k_base)")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="the --max-tokens the corpus was chunked with: the length histogram ends at N and "
+                             "the crop table adds T=N (default: the histogram ends at the longest doc)")
+
+
+def run(args) -> int:
+    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer, max_tokens=args.max_tokens)
+    report = json.loads((index.parent / REPORT_JSON).read_text())
+    crop = ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in report["crop_fraction"].items())
+    print(f"{report['docs']} docs, {report['tokens']} tokens in {len(report['shards'])} shards; cropped {crop}")
+    print(f"report: {index}")
+    return 0

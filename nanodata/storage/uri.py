@@ -1,0 +1,255 @@
+"""One I/O layer for URIs: a local path or gs://bucket/prefix, read, written, listed and checked the same way.
+
+Small objects (markers, JSON, manifests) are read and written whole; large inputs are streamed
+(`open_read`, `open_decompressed`); local writes go through nanodata.storage.files (temp, fsync, rename).
+Whole directories travel through nanodata.storage.dirsync.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+from nanodata.errors import NanodataError
+from nanodata.storage.files import atomic_output, atomic_write, file_digest
+from nanodata.storage.gcs import TIMEOUT, iter_blobs, parse_gs
+from nanodata.storage.retry import with_retries
+from nanodata.storage.sides import COPY_BLOCK, Entry, GcsSide, LocalSide
+
+
+def is_gcs(uri: str) -> bool:
+    return uri.startswith("gs://")
+
+
+def check_uri(name: str, uri) -> str:
+    """A run's URI argument (a DAG Param), or a one-line NanodataError saying in words what it must be:
+    an absolute local path or gs://bucket/prefix with a valid bucket name."""
+    if not isinstance(uri, str) or not uri.strip():
+        raise NanodataError(f"{name}: empty; give an absolute path or gs://bucket/prefix")
+    try:
+        local = parse_gs(uri) is None  # checks the bucket name of a gs:// URI
+    except NanodataError as exc:
+        raise NanodataError(f"{name}: {exc}") from None
+    if local and not uri.startswith("/"):
+        raise NanodataError(f"{name} {uri!r}: not an absolute path or gs://bucket/prefix")
+    return uri
+
+
+def read_json(uri: str) -> dict | None:
+    data = read_bytes(uri)
+    return None if data is None else json.loads(data)
+
+
+def write_json(uri: str, obj) -> None:
+    write_bytes(uri, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _split(uri: str | os.PathLike) -> tuple[object, str]:
+    uri = os.fspath(uri)
+    gs = parse_gs(uri)
+    if gs is None:
+        return LocalSide(os.path.dirname(uri) or "."), os.path.basename(uri)
+    bucket, key = gs
+    return GcsSide(f"gs://{bucket}"), key.rstrip("/")
+
+
+def read_bytes(uri: str | os.PathLike) -> bytes | None:
+    """The object's bytes, or None if it does not exist."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        try:
+            return side.path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+    from google.api_core.exceptions import NotFound
+
+    try:
+        return with_retries(lambda: side.blob(name).download_as_bytes(retry=None, timeout=TIMEOUT), f"read {uri}")
+    except NotFound:
+        return None
+
+
+READ_RANGE = 8 * 1024 * 1024  # bytes per ranged GET when streaming an object
+COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd"}
+
+
+class _GcsRangeStream(io.RawIOBase):
+    """Bytes [start, stop) of one object version, fetched in ranged GETs, each retried.
+
+    The generation is pinned at open: an object replaced mid-read is an error, never a mix of two versions."""
+
+    def __init__(self, uri: str, start: int, stop: int | None):
+        from google.api_core.exceptions import NotFound
+
+        side, name = _split(uri)
+        self.uri, self.blob = uri, side.blob(name)
+        try:
+            with_retries(lambda: self.blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+        except NotFound:
+            raise NanodataError(f"{uri}: no such object") from None
+        self.generation = self.blob.generation
+        self.pos, self.stop = start, self.blob.size if stop is None else min(stop, self.blob.size)
+        self.buffer = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        if not self.buffer and self.pos < self.stop:
+            end = min(self.pos + READ_RANGE, self.stop) - 1
+            self.buffer = with_retries(lambda: self.blob.download_as_bytes(
+                start=self.pos, end=end, if_generation_match=self.generation, checksum=None, retry=None,
+                timeout=TIMEOUT), f"read {self.uri}")
+            if not self.buffer:
+                raise NanodataError(f"{self.uri}: object ended at byte {self.pos}, expected {self.stop}")
+            self.pos += len(self.buffer)
+        n = min(len(out), len(self.buffer))
+        out[:n] = self.buffer[:n]
+        self.buffer = self.buffer[n:]
+        return n
+
+
+def join_uri(base: str, *parts: str) -> str:
+    """base/part/...: a gs:// URI or a local path."""
+    return "/".join([os.fspath(base).rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def open_read(uri: str | os.PathLike, start: int = 0, stop: int | None = None):
+    """A buffered binary stream of bytes [start, stop) of a local file or gs:// object (streamed, never whole)."""
+    uri = os.fspath(uri)
+    if parse_gs(uri) is None:
+        try:
+            f = open(uri, "rb")
+        except (FileNotFoundError, NotADirectoryError):
+            raise NanodataError(f"{uri}: input file does not exist") from None
+        except IsADirectoryError:
+            raise NanodataError(f"{uri}: is a directory, not a file") from None
+        except PermissionError:
+            raise NanodataError(f"{uri}: permission denied") from None
+        f.seek(start)
+        if stop is None:
+            return f
+        return io.BufferedReader(_Window(f, stop - start), COPY_BLOCK)
+    return io.BufferedReader(_GcsRangeStream(uri, start, stop), COPY_BLOCK)
+
+
+class _Window(io.RawIOBase):
+    """At most `length` bytes of an open file, from its current position."""
+
+    def __init__(self, f, length: int):
+        self.f, self.left = f, length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, out) -> int:
+        data = self.f.read(min(len(out), self.left))
+        self.left -= len(data)
+        out[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
+
+
+def compression_of(uri: str | os.PathLike) -> str | None:
+    """'gzip' or 'zstd' from the name's suffix (.gz, .zst), else None."""
+    return COMPRESSED_SUFFIXES.get(os.path.splitext(os.fspath(uri))[1].lower())
+
+
+def open_decompressed(uri: str | os.PathLike):
+    """A binary stream of the decompressed content of a (possibly .gz / .zst) local file or gs:// object."""
+    raw = open_read(uri)
+    kind = compression_of(uri)
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "zstd":
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), COPY_BLOCK)
+    return raw
+
+
+def decompression_errors() -> tuple[type, ...]:
+    """What reading a corrupt or truncated .gz / .zst raises."""
+    import zlib
+
+    import zstandard
+
+    return OSError, EOFError, zlib.error, zstandard.ZstdError
+
+
+def content_digest(uri: str | os.PathLike) -> str:
+    """A content hash read in a stream: sha256 of a local file; size:crc32c GCS keeps for an object (no download)."""
+    uri = os.fspath(uri)
+    if parse_gs(uri) is None:
+        return file_digest(uri)
+    from google.api_core.exceptions import NotFound
+
+    side, name = _split(uri)
+    blob = side.blob(name)
+    try:
+        with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    except NotFound:
+        raise NanodataError(f"{uri}: no such object") from None
+    return f"{blob.size}:{blob.crc32c}"
+
+
+def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
+    """Write a small object whole (local: temp file + rename)."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        atomic_write(side.path(name), data)
+        return
+    with_retries(lambda: side.blob(name).upload_from_string(data, checksum="crc32c", retry=None, timeout=TIMEOUT),
+                 f"write {uri}")
+
+
+def write_file(path: str | os.PathLike, uri: str | os.PathLike) -> None:
+    """Copy a local file to a local path (temp + fsync + rename) or a gs:// object (crc32c-checked, retried)."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        with open(path, "rb") as src, atomic_output(side.path(name)) as dst:
+            shutil.copyfileobj(src, dst, COPY_BLOCK)
+        return
+    entry = Entry(os.path.getsize(path), file_digest(path, "crc32c"))
+    with_retries(lambda: side.send(name, Path(path), entry), f"upload {uri}")
+
+
+def local_copy(uri: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """A local path holding uri's bytes: uri itself when local, else a crc32c-checked download to `path`."""
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        if not side.path(name).is_file():
+            raise FileNotFoundError(f"{uri}: no such file")
+        return side.path(name)
+    blob = side.blob(name)
+    with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    path = Path(path)
+    with_retries(lambda: LocalSide(path.parent).receive(path.name, Entry(blob.size, blob.crc32c),
+                                                        lambda f: side.read_into(name, f)), f"download {uri}")
+    return path
+
+
+def exists(uri: str | os.PathLike) -> bool:
+    side, name = _split(uri)
+    if isinstance(side, LocalSide):
+        return side.path(name).exists()
+    return with_retries(lambda: side.blob(name).exists(retry=None, timeout=TIMEOUT), f"stat {uri}")
+
+
+def list_names(uri_prefix: str | os.PathLike) -> list[str]:
+    """Sorted names of every file under a directory or gs:// prefix, relative to it ('a/b.parquet')."""
+    uri_prefix = os.fspath(uri_prefix)
+    gs = parse_gs(uri_prefix)
+    if gs is None:
+        root = Path(uri_prefix)
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    bucket, prefix = gs
+    return sorted(b.name[len(prefix):] for b in iter_blobs(bucket, prefix, f"list {uri_prefix}"))
