@@ -79,13 +79,13 @@ def _mb(path: Path) -> float:
 
 def report_case(name: str, small: dict, large: dict, small_what: str, large_what: str, reference) -> None:
     """reference(result) -> the text after the throughput figures."""
-    s, l = small["tree_peak_mb"], large["tree_peak_mb"]
-    print(f"{name} peak RSS (sum of VmHWM over the process tree): small {s:.0f} MB ({small_what}) | "
-          f"large {l:.0f} MB ({large_what})")
-    print(f"{name} peak RSS large/small: measured {l:.0f} MB | reference {s:.0f} MB (4x smaller input) | "
-          f"ratio {l / s:.2f} (goal <= {RATIO_GOAL})")
-    print(f"{name} peak RSS absolute: measured {l:.0f} MB | reference {ABSOLUTE_GOAL_MB} MB (goal per task) | "
-          f"ratio {l / ABSOLUTE_GOAL_MB:.2f} (goal <= 1.0)")
+    small_mb, large_mb = small["tree_peak_mb"], large["tree_peak_mb"]
+    print(f"{name} peak RSS (sum of VmHWM over the process tree): small {small_mb:.0f} MB ({small_what}) | "
+          f"large {large_mb:.0f} MB ({large_what})")
+    print(f"{name} peak RSS large/small: measured {large_mb:.0f} MB | reference {small_mb:.0f} MB (4x smaller input) | "
+          f"ratio {large_mb / small_mb:.2f} (goal <= {RATIO_GOAL})")
+    print(f"{name} peak RSS absolute: measured {large_mb:.0f} MB | reference {ABSOLUTE_GOAL_MB} MB (goal per task) | "
+          f"ratio {large_mb / ABSOLUTE_GOAL_MB:.2f} (goal <= 1.0)")
     for label, m in (("small", small), ("large", large)):
         print(f"  {label}: parent {m['root_mb']:.0f} MB, {m['workers']} worker processes seen, largest "
               f"{m['worker_peak_mb']:.0f} MB; summed Pss peak (shared pages once, sampled) {m['pss_peak_mb']:.0f} MB")

@@ -10,11 +10,12 @@ LOADERS = ("tokenizing_distributed_data_loader_with_state_bos_bestfit",
            "tokenizing_distributed_data_loader_bos_bestfit",
            "tokenizing_distributed_data_loader_with_state",
            "tokenizing_distributed_data_loader")
-__all__ = [*LOADERS, "simulate_crop_fraction"]
+FROM_LOADER = (*LOADERS, "gather_states")  # gather_states: every rank's state, for a resume at another world size
+__all__ = [*FROM_LOADER, "simulate_crop_fraction"]
 
 
 def __getattr__(name: str):
-    if name in LOADERS:
+    if name in FROM_LOADER:
         from nanodata.loader import loader
 
         return getattr(loader, name)

@@ -19,6 +19,7 @@ import math
 import os
 import threading
 from collections import deque
+from operator import itemgetter
 
 import numpy as np
 import torch
@@ -29,6 +30,7 @@ from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
 from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
+from nanodata.loader.tokenize import batch_encoder
 
 
 def tokenizing_distributed_data_loader_with_state_bos_bestfit(
@@ -115,8 +117,10 @@ class _BestFitRows:
         tagged = plan.layout == STREAMS_VERSION
         self.streams = []
         for s in range(docs.rank, plan.logical_streams, docs.world_size):
-            feeds = [docs.feed(data_dir, s, plan.logical_streams) for data_dir in data_dirs]
-            stream = Stream(s, feeds, weights or [1.0], BestFitPacker(T + 1, buffer_size, docs.bos, crop), tagged)
+            feeds = [docs.feed(data_dir, s, plan.logical_streams, tag=i if tagged else None)
+                     for i, data_dir in enumerate(data_dirs)]
+            stream = Stream(s, feeds, weights or [1.0], BestFitPacker(T + 1, buffer_size, docs.bos, crop), tagged,
+                            docs.batch_size)
             if s in plan.streams:
                 stream.restore(plan.streams[s], plan.reweighted)
             self.streams.append(stream)
@@ -139,7 +143,7 @@ class _BestFitRows:
         if self.plan.layout == STATE_VERSION:
             stream = self.streams[0]
             buffered = stream.packer.buffered_ids()
-            position = stream.feeds[0].state_dict({doc_id[0] for doc_id in buffered})
+            position = stream.feeds[0].state_dict(set(map(itemgetter(0), buffered)))  # per batch: in C
             return {"version": STATE_VERSION, **self.docs.settings, **position, "buffer": buffered}
         return {"version": STREAMS_VERSION, **self.docs.settings, "logical_streams": self.plan.logical_streams,
                 "weights": self.weights, "next_stream": next_stream,
@@ -192,9 +196,10 @@ def doc_info(inputs: np.ndarray, bos: int) -> dict[str, np.ndarray]:
 
 # -- documents, tokenized --------------------------------------------------------------------------------------
 class _Documents:
-    """What every feed of this rank shares: the duck-typed tokenizer (get_bos_token_id(); encode(list, prepend=,
-    num_threads=)), the source settings, the stop event, and the settings a state records: the loader's own
-    (kind first) and the documents'. `files`: how sources reach a bucket's files (cache_dir, cache_bytes)."""
+    """What every feed of this rank shares: the encoder of the duck-typed tokenizer (get_bos_token_id();
+    encode(list, prepend=, num_threads=); see tokenize.py), the source settings, the stop event, and the settings
+    a state records: the loader's own (kind first) and the documents'. `files`: how sources reach a bucket's
+    files (cache_dir, cache_bytes)."""
 
     def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
                  loader_settings: dict, files: dict):
@@ -208,21 +213,20 @@ class _Documents:
         check_cache_args(**files)
         self.files = files
         self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.tokenizer, self.threads, self.prefetch = tokenizer, threads, prefetch
+        self.prefetch = prefetch
         self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
         self.bos = tokenizer.get_bos_token_id()
+        self.encode = batch_encoder(tokenizer, self.bos, threads)
         self.stop = threading.Event()
         self.settings = {**loader_settings, "split": split, "streaming": streaming, "rank": self.rank,
                          "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
 
-    def feed(self, data_dir, stream: int, n_streams: int) -> Feed:
-        """Row groups stream, stream + n_streams, ... of each of data_dir's files of this split."""
+    def feed(self, data_dir, stream: int, n_streams: int, tag: int | None = None) -> Feed:
+        """Row groups stream, stream + n_streams, ... of each of data_dir's files of this split (ids tagged with
+        `tag`, the source's index, in a version 3 state)."""
         source = DocumentSource(data_dir, self.split, stream, n_streams, self.batch_size, streaming=self.streaming,
                                 poll_interval=self.poll_interval, stop=self.stop, **self.files)
-        return Feed(source, self._tokenize, bool(self.prefetch))
-
-    def _tokenize(self, texts) -> list[list[int]]:
-        return self.tokenizer.encode(texts, prepend=self.bos, num_threads=self.threads)
+        return Feed(source, self.encode, bool(self.prefetch), tag)
 
 
 # -- delivery: prefetch, staging, device ----------------------------------------------------------------------

@@ -71,9 +71,9 @@ class LengthSet:
 
 
 class BestFitPacker:
-    """The document buffer and the best-fit rule. Docs are token lists starting with BOS, kept as the tokenizer
-    returned them: converting Python ints costs as much as the packing, so only the tokens placed are converted,
-    by the numpy slice assignment that writes them into the row.
+    """The document buffer and the best-fit rule. Docs are token lists (or arrays) starting with BOS, kept as the
+    tokenizer returned them: converting Python ints costs as much as the packing, so only the tokens placed are
+    converted, by the numpy slice assignment that writes them into the row.
 
     A doc carries an id tuple (opaque here) and an offset: 0 for a whole doc, else the doc is a requeued tail,
     BOS + original[offset:]. `buffered_ids()` lists them in arrival order, with the offset appended to the id
@@ -132,7 +132,8 @@ class BestFitPacker:
             row[pos:capacity] = tokens[:remaining]
             pos = capacity
             if self.requeue:  # the tail is BOS + original[tail_offset:], which is how a resume state names it
-                self.add([self.bos, *tokens[remaining:]], doc_id, remaining if offset == 0 else offset + remaining - 1)
+                self.add(with_bos(self.bos, tokens[remaining:]), doc_id,
+                         remaining if offset == 0 else offset + remaining - 1)
             else:
                 self.cropped_tokens += len(tokens) - remaining
         return pos
@@ -150,6 +151,15 @@ class BestFitPacker:
         _, arrival, tokens, doc_id, offset = heapq.heappop(self._too_long)
         del self._live[arrival]
         return arrival, tokens, doc_id, offset
+
+
+def with_bos(bos: int, tokens):
+    """BOS + tokens, of the tokens' kind: an array of their dtype for an array, else a list."""
+    if isinstance(tokens, np.ndarray):
+        out = np.empty(len(tokens) + 1, dtype=tokens.dtype)
+        out[0], out[1:] = bos, tokens
+        return out
+    return [bos, *tokens]
 
 
 class _NoRow:

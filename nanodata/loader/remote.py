@@ -9,16 +9,18 @@
     object and both versions: never other data, never a mix;
   * an object is opened by one ranged GET of its tail (the footer; the state's footer digest), a row group
     by one ranged GET of its `text` column chunk, pinned to the generation (real GCS answers 404 for a
-    replaced object; a short body is checked too). pyarrow decodes the chunk from memory exactly as it
-    decodes a local file, so the batches are those of the same corpus on local disk;
+    replaced object and names the generation it sent; a server that does not, as the emulator, is asked for
+    the object's version after each read; a short body is checked too). pyarrow decodes the chunk from memory
+    exactly as it decodes a local file, so the batches are those of the same corpus on local disk;
   * read-ahead: FETCH_THREADS daemon threads fetch the next row groups of this rank's order, up to
     READ_AHEAD_BYTES beyond the one being read, so GCS latency overlaps tokenization;
   * cache (only with cache_dir): fetched chunks kept on local disk under cache_dir/nanodata-cache/, at most
-    cache_bytes (temporary files included), verified by crc32c when read back. It deletes only files it wrote
-    (its own names in its own subdirectory) and only entries of objects no longer listed or replaced; when
-    full it stores nothing more: an epoch reads the corpus in the same order each time, where LRU would
-    evict every entry just before its next use;
-  * faults: every request runs under the one retry policy (nanodata.transfer): 5xx, 429, dropped
+    cache_bytes (temporary files included) for the whole process, verified by crc32c when read back. It deletes
+    only files it wrote (its own names in its own subdirectory): entries of objects no longer listed or
+    replaced, and those beyond a smaller cache_bytes than the last run's; when full it stores nothing more: an
+    epoch reads the corpus in the same order each time, where LRU would evict every entry just before its next
+    use;
+  * faults: every request runs under the one retry policy (nanodata.storage.retry): 5xx, 429, dropped
     connections, short bodies and a listed object missing for a moment are retried with backoff; what
     stays wrong is one NanodataError naming the object.
 """
@@ -45,9 +47,9 @@ from nanodata.dataset import (COMPLETE, MANIFEST, corpus_location, files_for_spl
                               manifest_checksums, open_parquet, parquet_fingerprint, read_manifest, read_tail,
                               read_texts, split_names)
 from nanodata.errors import NanodataError
-from nanodata.files import atomic_write, temp_name
-from nanodata.storage import TIMEOUT, gcs_client, iter_blobs, parse_gs
-from nanodata.transfer import CorruptTransfer, is_network_error, one_line, with_retries
+from nanodata.storage.files import atomic_write, temp_name
+from nanodata.storage.gcs import TIMEOUT, gcs_client, iter_blobs, parse_gs
+from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
 
 log = logging.getLogger("nanodata.loader")
 
@@ -66,15 +68,15 @@ class ObjectInfo:
         return f"generation {self.generation}, {self.size} bytes, crc32c {self.crc32c}"
 
 
-def open_shards(data_dir, split: str, stream: int, n_streams: int, *, stop: threading.Event,
-                cache_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
-    """The files of one corpus location for one reader (split, and stream of n_streams: its cache's name)."""
+def open_shards(data_dir, *, stop: threading.Event, cache_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
+    """The files of one corpus location for one reader: a directory, or a gs:// prefix with its read-ahead and, with
+    cache_dir, the process's cache there."""
     location = corpus_location(data_dir)
     if isinstance(location, Path):
         return LocalShards(location)
     cache = None
     if cache_dir is not None and cache_bytes > 0:
-        cache = RowGroupCache.shared(Path(cache_dir), f"{location}|{split}|{stream}/{n_streams}", cache_bytes)
+        cache = RowGroupCache.shared(Path(cache_dir), cache_bytes)
     return BucketShards(location, stop, cache)
 
 
@@ -194,12 +196,13 @@ class Bucket:
             try:
                 data = blob.download_as_bytes(start=start, end=stop - 1, checksum=None, retry=None, timeout=TIMEOUT)
             except NotFound:  # real GCS: this generation is gone (replaced or deleted)
-                self._check_same(name, info)
+                self._confirm(name, info)
                 raise ObjectMissing(f"{label}: not found (listed as {info})") from None
-            if blob.generation not in (None, info.generation):  # the emulator sends no generation header
+            if blob.generation is None:  # the server did not say which version it sent (the emulator serves
+                self._confirm(name, info)  # the current one whatever generation is asked for): ask after the read
+            elif blob.generation != info.generation:
                 raise replaced(label, info, self.stat(name))
-            if len(data) != stop - start:  # a dropped body, or an object truncated since it was listed
-                self._check_same(name, info)
+            if len(data) != stop - start:  # a dropped body
                 raise CorruptTransfer(f"{label}: {len(data)} bytes for bytes {start}-{stop - 1}")
             return data
 
@@ -210,9 +213,13 @@ class Bucket:
         except CorruptTransfer as exc:
             raise NanodataError(f"{label}: {exc} on every attempt") from None
 
-    def _check_same(self, name: str, info: ObjectInfo) -> None:
+    def _confirm(self, name: str, info: ObjectInfo) -> None:
+        """The object is still the version `info`; else one line naming both versions, or ObjectMissing (retried:
+        a re-upload may be under way) while it is gone."""
         now = self.stat(name)
-        if now is not None and now != info:
+        if now is None:
+            raise ObjectMissing(f"{self.label(name)}: not found (listed as {info})")
+        if now != info:
             raise replaced(self.label(name), info, now)
 
     def _call(self, fn, what: str):
@@ -314,7 +321,7 @@ class BucketShards:
 
     def __init__(self, uri: str, stop: threading.Event, cache: RowGroupCache | None):
         self.bucket = Bucket(uri)
-        self.cache = cache
+        self.cache, self.cache_location = cache, _digest(self.bucket.uri)[:16]
         self.pinned: dict[str, ObjectInfo] = {}  # parquet object -> the version this loader reads
         self.opened: dict[str, RemoteParquet] = {}
         self.lock = threading.Lock()
@@ -332,7 +339,7 @@ class BucketShards:
             for name in names:
                 self._pin(name, listing[name])
         if self.cache is not None:
-            self.cache.retain({_object_key(name, listing[name]) for name in names})
+            self.cache.retain(self.cache_location, {_object_key(name, listing[name]) for name in names})
         manifest = read_manifest(self.bucket.uri) if MANIFEST in listing else None
         return names, manifest
 
@@ -418,7 +425,7 @@ class BucketShards:
         start, stop = handle.chunk(rg_idx)
         if start == stop:  # no text column: read_texts names the file
             return b""
-        cache_key = (_object_key(name, handle.info), rg_idx)
+        cache_key = (self.cache_location, _object_key(name, handle.info), rg_idx)
         data = self.cache.get(cache_key) if self.cache is not None else None
         if data is None:
             data = self.bucket.read(name, handle.info, start, stop)
@@ -452,7 +459,11 @@ class BucketShards:
 
 def _object_key(name: str, info: ObjectInfo) -> str:
     """A cache entry's object part: the name and version, digested (a file name of fixed length)."""
-    return hashlib.sha256(f"{name}\0{info.generation}\0{info.size}".encode()).hexdigest()[:24]
+    return _digest(f"{name}\0{info.generation}\0{info.size}")[:24]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # -- read-ahead ----------------------------------------------------------------------------------------------
@@ -501,53 +512,55 @@ class ReadAhead:
 
 # -- the local cache -----------------------------------------------------------------------------------------
 CACHE_SUBDIR = "nanodata-cache"
-ENTRY = re.compile(r"([0-9a-f]{24})-(\d+)-([0-9a-f]{8})\.rg")  # object key, row group, crc32c of the bytes
+# corpus location key, object key, row group, crc32c of the bytes
+ENTRY = re.compile(r"([0-9a-f]{16})-([0-9a-f]{24})-(\d+)-([0-9a-f]{8})\.rg")
 
 
 class RowGroupCache:
-    """Chunks on local disk under dir/nanodata-cache/<reader key>/, at most `limit` bytes in files (temporary
-    ones included). One per directory and reader in a process (shared by its loaders); another process
-    using the same one is refused. Deletes only its own entries."""
+    """Chunks on local disk in cache_dir/nanodata-cache/, at most `limit` bytes in files (temporary ones included).
+    One per directory in a process, shared by all its loaders, logical streams and mixture sources (a chunk is
+    the same bytes whoever reads it, and one budget bounds them all; the latest loader's limit applies); another
+    process using the directory is refused. Deletes only its own entries."""
 
     _open: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
     _open_lock = threading.Lock()
 
     @classmethod
-    def shared(cls, cache_dir: Path, reader: str, limit: int) -> RowGroupCache:
-        directory = cache_dir / CACHE_SUBDIR / hashlib.sha256(reader.encode()).hexdigest()[:24]
+    def shared(cls, cache_dir: Path, limit: int) -> RowGroupCache:
         with cls._open_lock:
-            cache = cls._open.get(directory)
+            cache = cls._open.get(cache_dir.resolve())
             if cache is None:
-                cache = cls._open[directory] = cls(directory, limit, reader)
+                cache = cls._open[cache_dir.resolve()] = cls(cache_dir, limit)
             cache.limit = limit
-            return cache
+        cache._fit()
+        return cache
 
-    def __init__(self, directory: Path, limit: int, reader: str):
-        self.dir, self.limit = directory, limit
+    def __init__(self, cache_dir: Path, limit: int):
+        self.dir, self.limit = cache_dir / CACHE_SUBDIR, limit
         self.lock = threading.Lock()
-        self.entries: dict[tuple[str, int], tuple[Path, int, str]] = {}
-        self.writing: set[tuple[str, int]] = set()
+        self.entries: dict[tuple[str, str, int], tuple[Path, int, str]] = {}
+        self.writing: set[tuple[str, str, int]] = set()
         self.used = 0
         self.failed = False
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._lock_file = open(directory / ".lock", "w")
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock_file = open(self.dir / ".lock", "w")
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise NanodataError(f"cache_dir {directory}: in use by another process reading {reader}; give each "
-                                f"loader process its own cache_dir") from None
+            raise NanodataError(f"cache_dir {cache_dir}: in use by another process; give each loader process its "
+                                f"own cache_dir") from None
         except OSError as exc:
-            raise NanodataError(f"cache_dir {directory}: unusable ({exc.strerror})") from None
-        for path in directory.iterdir():
+            raise NanodataError(f"cache_dir {cache_dir}: unusable ({exc.strerror})") from None
+        for path in self.dir.iterdir():
             match = ENTRY.fullmatch(path.name)
             if match:
                 size = path.stat().st_size
-                self.entries[match[1], int(match[2])] = (path, size, match[3])
+                self.entries[match[1], match[2], int(match[3])] = (path, size, match[4])
                 self.used += size
             elif path.name.endswith(".rg.tmp") and ENTRY.fullmatch(path.name[:-4]):
                 path.unlink()  # our own write cut short by a crash
 
-    def get(self, key: tuple[str, int]) -> bytes | None:
+    def get(self, key: tuple[str, str, int]) -> bytes | None:
         with self.lock:
             entry = self.entries.get(key)
         if entry is None:
@@ -563,9 +576,9 @@ class RowGroupCache:
         self._evict([key])
         return None
 
-    def put(self, key: tuple[str, int], data: bytes) -> None:
+    def put(self, key: tuple[str, str, int], data: bytes) -> None:
         crc = _crc(data)
-        path = self.dir / f"{key[0]}-{key[1]}-{crc}.rg"
+        path = self.dir / f"{key[0]}-{key[1]}-{key[2]}-{crc}.rg"
         with self.lock:
             if self.failed or key in self.entries or key in self.writing or self.used + len(data) > self.limit:
                 return  # full: keep what is cached (the order repeats each epoch)
@@ -585,23 +598,31 @@ class RowGroupCache:
             self.writing.discard(key)
             self.entries[key] = (path, len(data), crc)
 
-    def retain(self, objects: set[str]) -> None:
-        """Evict the entries of objects not in `objects` (keys of the listed versions)."""
+    def retain(self, location: str, objects: set[str]) -> None:
+        """Evict the entries of a location's objects not in `objects` (keys of the versions listed now)."""
         with self.lock:
-            stale = [key for key in self.entries if key[0] not in objects]
+            stale = [key for key in self.entries if key[0] == location and key[1] not in objects]
         self._evict(stale)
+
+    def _fit(self) -> None:
+        """Evict entries (left by an earlier run with a larger limit) until they fit the limit."""
+        with self.lock:
+            over, excess = [], self.used - self.limit
+            for key, (_, size, _) in self.entries.items():
+                if excess <= 0:
+                    break
+                over.append(key)
+                excess -= size
+        self._evict(over)
 
     def _evict(self, keys) -> None:
         for key in keys:
             with self.lock:
                 entry = self.entries.pop(key, None)
-                if entry is None:
-                    continue
-                self.used -= entry[1]
-            entry[0].unlink(missing_ok=True)
-
-    def size_on_disk(self) -> int:
-        return sum(path.stat().st_size for path in self.dir.iterdir() if path.is_file())
+            if entry is not None:
+                entry[0].unlink(missing_ok=True)
+                with self.lock:  # only once the file is gone, so that the bound holds on disk meanwhile
+                    self.used -= entry[1]
 
 
 def _crc(data: bytes) -> str:

@@ -10,7 +10,8 @@ shard the source waits, unless `_COMPLETE` is present, in which case the epoch e
 is per file, ranks that rescan at different moments still split every file's row groups the same way.
 
 The files are read through nanodata.loader.remote: a local directory, or gs://bucket/prefix read in place
-(ranged reads, read-ahead, an optional bounded local cache), with the same listing rules and the same texts.
+(ranged reads, read-ahead, an optional bounded local cache), with the same listing rules and the same texts. The
+next row group of the open file is read and decoded in a thread while the current one is tokenized.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import reprlib
 import threading
+from concurrent.futures import Future
 
 from nanodata.dataset import COMPLETE, corpus_location
 from nanodata.errors import NanodataError
@@ -31,6 +33,23 @@ class LoaderClosed(Exception):
     """Raised inside a waiting source when its loader was closed, so a background thread can end."""
 
 
+class _Ahead:
+    """Row group `key`'s texts, read and decoded by a daemon thread; texts() waits for them or re-raises its error."""
+
+    def __init__(self, key: tuple[str, int], read):
+        self.key, self._future = key, Future()
+        threading.Thread(target=self._run, args=(read,), name="nanodata-loader-decode", daemon=True).start()
+
+    def _run(self, read) -> None:
+        try:
+            self._future.set_result(read())
+        except BaseException as exc:  # re-raised where the texts are taken (LoaderClosed included)
+            self._future.set_exception(exc)
+
+    def texts(self) -> list[str]:
+        return self._future.result()
+
+
 class DocumentSource:
     def __init__(self, data_dir, split: str, rank: int, world_size: int, slice_size: int, *,
                  streaming: bool = False, poll_interval: float = 30.0, stop: threading.Event | None = None,
@@ -40,8 +59,7 @@ class DocumentSource:
         self.streaming, self.poll_interval = streaming, poll_interval
         self.stop = stop or threading.Event()
         # the files: a local directory, or a bucket prefix read in place (read-ahead, optional local cache)
-        self.files = open_shards(self.data_dir, split, rank, world_size, stop=self.stop, cache_dir=cache_dir,
-                                 cache_bytes=cache_bytes)
+        self.files = open_shards(self.data_dir, stop=self.stop, cache_dir=cache_dir, cache_bytes=cache_bytes)
         # cursor: the next slice to read is row `row` of row group `rg_idx` of pass_files[file_idx]
         self.epoch, self.file_idx, self.rg_idx, self.row = 1, 0, rank, 0
         self.done_files: list[str] = []  # streaming: files fully read in earlier passes of this epoch
@@ -52,6 +70,7 @@ class DocumentSource:
         self._names: dict[int, str] = {}
         self._open_file: tuple[str, object] | None = None
         self._open_group: tuple[str, int, list[str]] | None = None
+        self._ahead: _Ahead | None = None  # the next row group of the open file, being read in a thread
         self._fingerprints: dict[str, list] = {}  # file name -> FINGERPRINT, taken once: states are saved often
         for name in self.pass_files:  # a static corpus: a file's slot is its index, in every run
             self.slot(name)
@@ -118,8 +137,17 @@ class DocumentSource:
 
     def _row_group(self, name: str, pf, rg_idx: int) -> list[str]:
         if self._open_group is None or self._open_group[:2] != (name, rg_idx):
-            texts = self.files.texts(name, pf, rg_idx, self._upcoming(), self.world_size)
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None and ahead.key == (name, rg_idx):
+                texts = ahead.texts()
+            else:
+                texts = self.files.texts(name, pf, rg_idx, self._upcoming(), self.world_size)
             self._open_group = (name, rg_idx, texts)
+            following = rg_idx + self.world_size
+            if following < pf.num_row_groups:  # decoded while this one is tokenized, so it never stalls the tokenizer
+                upcoming = [(name, following + self.world_size), *list(self._upcoming())[1:]]
+                self._ahead = _Ahead((name, following),
+                                     lambda: self.files.texts(name, pf, following, upcoming, self.world_size))
         return self._open_group[2]
 
     def _upcoming(self):

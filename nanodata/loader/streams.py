@@ -7,11 +7,14 @@ documents in the same order and packs the same rows: handing a stream's saved pa
 exactly, and every document of an epoch is used once across the ranks. With N = W and one source, stream r is
 exactly nanochat's rank r: a default run is N = its first world size.
 
-A mixture gives a stream one Feed per source. Documents enter the packer one at a time from the source whose
+A mixture gives a stream one Feed per source. Each document entering the packer comes from the source whose
 tokens taken / weight is smallest (the lowest index on ties): a deterministic stride schedule, so at any moment
 each source's tokens are within one document of its weight's share. A document counts for the tokens it can put
 in rows: all of them with crop="requeue", at most a row (T+1) with "discard", which crops the rest anyway; so a
-rare very long document does not tilt the shares. Each source keeps its own cursor and epoch.
+rare very long document does not tilt the shares. Each source keeps its own cursor and epoch. Documents enter a
+slice's worth at a time, as from one source, so the buffer holds buffer_size..+slice docs either way: refilled a
+document at a time it would stay at buffer_size, best-fit would crop about a third more tokens of web-like
+lengths (see simulate_crop_fraction's slice_size), and packing would pay for a refill per document.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
+from operator import itemgetter
 
-from nanodata.loader.packing import BestFitPacker
+from nanodata.loader.packing import BestFitPacker, with_bos
 from nanodata.loader.source import LoaderClosed
 
 READ_AHEAD = 2  # tokenized slices kept ready per feed when prefetching
@@ -28,10 +32,12 @@ READ_AHEAD = 2  # tokenized slices kept ready per feed when prefetching
 
 class Feed:
     """One source's documents for one stream, in tokenized slices of (tokens, (slot, row group, row)), read ahead
-    by a thread when prefetching. `position()` is the source's state right after the last slice handed out."""
+    by a thread when prefetching. `position()` is the source's state right after the last slice handed out.
+    With `tag` (the source's index in a mixture), ids are (tag, slot, row group, row), made by the read-ahead
+    thread rather than by the packing one."""
 
-    def __init__(self, source, tokenize, prefetch: bool):
-        self.source, self._tokenize, self.prefetch = source, tokenize, prefetch
+    def __init__(self, source, tokenize, prefetch: bool, tag: int | None = None):
+        self.source, self._tokenize, self.prefetch, self.tag = source, tokenize, prefetch, tag
         self._slices = None  # started on first use, after any resume has positioned the source
         self._position = None
 
@@ -40,13 +46,15 @@ class Feed:
             slices = self._read_and_tokenize()
             # with prefetch, the next slices are read and tokenized while the caller packs
             self._slices = prefetched(slices, READ_AHEAD, self.source.stop) if self.prefetch else slices
-        token_lists, ids, self._position = next(self._slices)
-        return list(zip(token_lists, ids))
+        docs, self._position = next(self._slices)
+        return docs
 
     def _read_and_tokenize(self):
         while True:
             texts, ids = self.source.next_slice()
-            yield self._tokenize(texts), ids, self.source.state_dict()
+            if self.tag is not None:
+                ids = [(self.tag, *doc_id) for doc_id in ids]
+            yield list(zip(self._tokenize(texts), ids)), self.source.state_dict()
 
     def read(self, ids) -> list[list[int]]:
         """The tokens of the documents a resume state names, in order."""
@@ -86,8 +94,10 @@ class Stream:
     Packer ids are (source, slot, row group, row) when `tagged` (version 3 states), else (slot, row group, row):
     a default run's state, which is nanochat-shaped."""
 
-    def __init__(self, index: int, feeds: list[Feed], weights: list[float], packer: BestFitPacker, tagged: bool):
+    def __init__(self, index: int, feeds: list[Feed], weights: list[float], packer: BestFitPacker, tagged: bool,
+                 slice_size: int):
         self.index, self.feeds, self.weights, self.packer, self.tagged = index, feeds, weights, packer, tagged
+        self.slice_size = slice_size  # documents per mixture refill: a source's slice
         self.taken = [0] * len(feeds)  # tokens each source has put in the buffer, as counted for the shares
         self.counted = packer.capacity if not packer.requeue else float("inf")  # the most a document counts for
         self.pending = [deque() for _ in feeds]  # per source: (tokens, id) read but not yet buffered
@@ -97,30 +107,29 @@ class Stream:
         """One source: a whole slice at a time, as nanochat (the buffer then holds buffer_size..+slice docs)."""
         docs = self.feeds[0].next_slice()
         add = self.packer.add
+        for tokens, doc_id in docs:
+            add(tokens, doc_id)
         if self.tagged:
-            for tokens, doc_id in docs:
-                add(tokens, (0, *doc_id))
             self.taken[0] += sum(min(len(tokens), self.counted) for tokens, _ in docs)
-        else:
-            for tokens, doc_id in docs:
-                add(tokens, doc_id)
         return True
 
     def _refill_mixture(self) -> bool:
-        """Several sources: one document at a time from the one furthest below its share, to buffer_size."""
-        packer, taken, weights, pending, counted = self.packer, self.taken, self.weights, self.pending, self.counted
-        while len(packer) < packer.buffer_size:
-            best, lowest = 0, taken[0] / weights[0]
-            for i in range(1, len(taken)):
-                share = taken[i] / weights[i]
-                if share < lowest:
-                    best, lowest = i, share
+        """Several sources: a slice's worth of documents, each from the source furthest below its share."""
+        taken, weights, pending, counted, add = self.taken, self.weights, self.pending, self.counted, self.packer.add
+        shares = [t / w for t, w in zip(taken, weights)]  # only the drawn source's changes, per document
+        others = range(1, len(shares))
+        for _ in range(self.slice_size):
+            best, lowest = 0, shares[0]
+            for i in others:
+                if shares[i] < lowest:
+                    best, lowest = i, shares[i]
             docs = pending[best]
             if not docs:
                 docs.extend(self.feeds[best].next_slice())
             tokens, doc_id = docs.popleft()
             taken[best] += min(len(tokens), counted)
-            packer.add(tokens, (best, *doc_id))
+            shares[best] = taken[best] / weights[best]
+            add(tokens, doc_id)
         return True
 
     def restore(self, saved: dict, restart_counts: bool) -> None:
@@ -130,23 +139,23 @@ class Stream:
         for i, source in enumerate(saved["sources"]):
             ids = [(i, *doc_id) for doc_id in source["pending"]]
             for tokens, doc_id, _ in restore_docs(self.feeds, slot_maps, ids, f"{where}pending", True):
-                self.pending[i].append((tokens, doc_id[1:]))
+                self.pending[i].append((tokens, doc_id))
         bos = self.packer.bos
         for tokens, doc_id, offset in restore_docs(self.feeds, slot_maps, saved["buffer"], f"{where}buffer",
                                                    self.tagged):
-            self.packer.add([bos, *tokens[offset:]] if offset else tokens, doc_id if self.tagged else doc_id[1:],
-                            offset)
+            self.packer.add(with_bos(bos, tokens[offset:]) if offset else tokens,
+                            doc_id if self.tagged else doc_id[1:], offset)
         self.taken = [0] * len(self.feeds) if restart_counts else list(saved["taken"])
 
     def state_dict(self) -> dict:
         """This stream's part of a version 3 state."""
         buffered = self.packer.buffered_ids()
         slots = [set() for _ in self.feeds]
-        for doc_id in buffered:
-            slots[doc_id[0]].add(doc_id[1])
+        for source, slot in set(map(itemgetter(0, 1), buffered)):  # a state is made per batch: dedupe in C first
+            slots[source].add(slot)
         sources = []
         for i, feed in enumerate(self.feeds):
-            pending = [doc_id for _, doc_id in self.pending[i]]
+            pending = [doc_id[1:] for _, doc_id in self.pending[i]]  # source-local ids, as the feed's state
             sources.append({**feed.state_dict(slots[i] | {doc_id[0] for doc_id in pending}), "pending": pending})
         return {"stream": self.index, "taken": list(self.taken), "sources": sources, "buffer": buffered}
 

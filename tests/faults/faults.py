@@ -57,8 +57,10 @@ def kill_moments(seed: int, clean_seconds: float, count: int) -> list[float]:
 
 def same_tree(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> list[str]:
     """Names that differ between two directory trees (missing on one side or different bytes); [] if equal."""
-    names = lambda root: {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                          and not any(p.name.endswith(s) or p.name == s for s in ignore)}
+    def names(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
+                and not any(p.name.endswith(s) or p.name == s for s in ignore)}
+
     left, right = names(a), names(b)
     differ = sorted(left ^ right)
     differ += [n for n in sorted(left & right) if not filecmp.cmp(a / n, b / n, shallow=False)]

@@ -2,34 +2,19 @@
 the same corpus in a local directory, exact resume across the two, streaming with objects uploaded during the
 run, and nanodata.dataset's listing functions on a prefix."""
 
-import json
 import threading
 import time
 
 import pytest
-import torch
 
 from corpus import make_docs, write_parquet
-from loader_helpers import small_bestfit, small_concat, take
+from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
 from nanodata import dataset, storage
 from nanodata.errors import NanodataError
-from nanodata.storage.files import file_digest
 from nanodata.loader.source import DocumentSource
 
 LOADERS = {"bestfit": small_bestfit, "requeue": lambda *a, **k: small_bestfit(*a, crop="requeue", **k),
            "concat": small_concat}
-
-
-def write_manifest_corpus(data_dir, n_train=3, seed=70):
-    """n_train shards + val_shard.parquet of short docs in row groups of 8, and a manifest with crc32c."""
-    names = [f"shard_{i:05d}.parquet" for i in range(n_train)]
-    for i, name in enumerate([*names, "val_shard.parquet"]):
-        write_parquet(data_dir / name, make_docs(40, seed=seed + i, max_words=80), row_group_size=8)
-    entry = lambda name: {"name": name, "crc32c": file_digest(data_dir / name, "crc32c")}
-    manifest = {"version": 1, "shards": [entry(name) for name in names], "val": entry("val_shard.parquet")}
-    (data_dir / "manifest.json").write_text(json.dumps(manifest))
-    (data_dir / "_COMPLETE").write_text("")
-    return data_dir
 
 
 @pytest.fixture
@@ -39,13 +24,6 @@ def corpus_pair(tmp_path, gcs_bucket):
     uri = f"gs://{gcs_bucket}/corpora/small"
     storage.sync(local, uri)
     return local, uri
-
-
-def assert_same_batches(a, b):
-    assert len(a) == len(b)
-    for k, ((x1, y1, s1), (x2, y2, s2)) in enumerate(zip(a, b)):
-        assert torch.equal(x1, x2) and torch.equal(y1, y2), f"batch {k}"
-        assert s1 == s2, f"state {k}"
 
 
 @pytest.mark.parametrize("kind", LOADERS)

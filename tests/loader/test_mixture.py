@@ -131,9 +131,19 @@ def test_token_shares_stay_within_one_point_over_any_million_tokens(tmp_path, we
     assert max(_epochs(batches[-1][1])) >= 2 and min(_epochs(batches[-1][1])) == 1  # source 0 wrapped on its own
     entered = _entered_tokens(batches, T, crop, len(weights), tokenizer.lengths)
     assert _worst_window(entered, weights) < 0.01
-    # what the state counts; a doc cropped to its BOS alone (a row ending in BOS) shows no marker, so a little more
+    # what the state counts; a doc cropped to its BOS alone (a row ending in BOS, about one row in ten here) shows
+    # no marker, so a little more (about 0.5%; counting whole docs with "discard" would be some 20% more)
     assert np.all(entered[-1] <= batches[-1][1]["streams"][0]["taken"])
-    assert np.allclose(entered[-1], batches[-1][1]["streams"][0]["taken"], rtol=0.005)
+    assert np.allclose(entered[-1], batches[-1][1]["streams"][0]["taken"], rtol=0.01)
+
+
+def test_the_buffer_refills_a_slice_at_a_time_as_with_one_source(marker_dirs):
+    # refilled a document at a time, the buffer would stay at buffer_size and best-fit would crop about a third
+    # more tokens of web-like lengths (simulate_crop_fraction with slice_size=1 rather than 128)
+    def buffered(data_dirs, weights):
+        return {len(state["streams"][0]["buffer"]) for _, _, state in take(_mixture(data_dirs, weights), 40)}
+
+    assert buffered(marker_dirs, [1, 1]) == buffered(marker_dirs[:1], [1]) == set(range(9, 13))  # buffer 10, slice 4
 
 
 def test_changed_weights_need_reweight_and_keep_every_document_used_once(marker_dirs):
