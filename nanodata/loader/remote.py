@@ -48,7 +48,7 @@ from nanodata.dataset import (COMPLETE, MANIFEST, corpus_location, files_for_spl
                               read_texts, split_names)
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_write, temp_name
-from nanodata.storage.gcs import TIMEOUT, gcs_client, iter_blobs, parse_gs
+from nanodata.storage.gcs import TIMEOUT, gcs_client, list_blobs, parse_gs
 from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
 
 log = logging.getLogger("nanodata.loader")
@@ -150,17 +150,7 @@ class Bucket:
 
     def list(self) -> dict[str, ObjectInfo]:
         """{name: info} of the objects directly under the prefix (not in sub-prefixes)."""
-        from google.api_core.exceptions import NotFound
-
-        try:
-            blobs = list(iter_blobs(self.bucket, self.prefix, f"list {self.uri}", delimiter="/"))
-        except NotFound:
-            raise NanodataError(f"{self.uri}: bucket {self.bucket!r} does not exist") from None
-        except Exception as exc:
-            if not is_network_error(exc):
-                raise
-            raise NanodataError(f"{self.uri}: cannot list the objects: {one_line(exc)}") from None
-        return {blob.name[len(self.prefix):]: _info(blob) for blob in blobs}
+        return {blob.name[len(self.prefix):]: _info(blob) for blob in list_blobs(self.uri, delimiter="/")}
 
     def stat(self, name: str) -> ObjectInfo | None:
         def attempt():

@@ -10,7 +10,7 @@ import re
 import threading
 
 from nanodata.errors import NanodataError
-from nanodata.storage.retry import with_retries
+from nanodata.storage.retry import is_network_error, one_line, with_retries
 
 RESUMABLE_THRESHOLD = 8 * 1024 * 1024  # larger files use a chunked resumable upload
 RESUMABLE_CHUNK = 8 * 1024 * 1024  # must be a multiple of 256 KiB
@@ -95,3 +95,19 @@ def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None
         yield from items
         if not token:
             return
+
+
+def list_blobs(uri: str, delimiter: str | None = None, **retry) -> list:
+    """Every object under gs://bucket/prefix (only those directly under it with delimiter="/"), retried; a missing
+    bucket or a listing that still fails is one NanodataError naming the URI."""
+    from google.api_core.exceptions import NotFound
+
+    bucket, prefix = parse_gs(uri)
+    try:
+        return list(iter_blobs(bucket, prefix, f"list {uri}", delimiter, **retry))
+    except NotFound:
+        raise NanodataError(f"{uri}: bucket {bucket!r} does not exist") from None
+    except Exception as exc:
+        if not is_network_error(exc):
+            raise
+        raise NanodataError(f"{uri}: cannot list the objects: {one_line(exc)}") from None

@@ -15,8 +15,8 @@ from pathlib import Path
 from nanodata.dataset import COMPLETE
 from nanodata.errors import NanodataError
 from nanodata.storage.files import file_digest
-from nanodata.storage.gcs import RESUMABLE_CHUNK, RESUMABLE_THRESHOLD, TIMEOUT, gcs_client, iter_blobs, parse_gs
-from nanodata.storage.retry import CorruptTransfer, is_network_error, land, one_line, with_retries
+from nanodata.storage.gcs import RESUMABLE_CHUNK, RESUMABLE_THRESHOLD, TIMEOUT, gcs_client, list_blobs, parse_gs
+from nanodata.storage.retry import CorruptTransfer, land, with_retries
 
 COPY_BLOCK = 1 << 20
 
@@ -94,17 +94,7 @@ class GcsSide:
         return gcs_client().bucket(self.bucket_name).blob(self.prefix + name, chunk_size=chunk_size)
 
     def list(self) -> dict[str, Entry]:
-        from google.api_core.exceptions import NotFound
-
-        try:
-            blobs = iter_blobs(self.bucket_name, self.prefix, f"list {self.uri}", **self.retry)
-            listing = [(b.name, b.size, b.crc32c) for b in blobs]
-        except NotFound:
-            raise NanodataError(f"{self.uri}: bucket {self.bucket_name!r} does not exist") from None
-        except Exception as exc:
-            if not is_network_error(exc):
-                raise
-            raise NanodataError(f"{self.uri}: cannot list the objects: {one_line(exc)}") from None
+        listing = [(b.name, b.size, b.crc32c) for b in list_blobs(self.uri, **self.retry)]
         out = {}
         for full, size, crc in listing:
             name = full[len(self.prefix):]
