@@ -1,5 +1,5 @@
 """End to end with the real tokenizer (cl100k_base, 2 threads), side by side in one run on the same corpus:
-nanodata's best-fit loader reading a local directory, the same loader reading the same files at gs://bucket/prefix
+nanodata's best-fit loader reading a local directory, the same shards as a 2-source mixture, the same loader reading the same files at gs://bucket/prefix
 from a real GCS emulator process on loopback, bare `encode_ordinary_batch` on the documents the loader consumed,
 and the published loader. Goals: each loader >= 0.9x of bare tokenization throughput (reading, packing, slicing and
 copying cost under 10%), and gs:// >= 0.9x of local batches/s.
@@ -63,21 +63,39 @@ def doc_index(state) -> int:
     return file_idx * (N_DOCS // 2) + rg_idx * ROW_GROUP + row
 
 
-def timed_ours(tokenizer, data_dir) -> tuple[float, int, int]:
-    """Seconds for BATCHES steady-state batches, and the documents [first, last) they consumed."""
+def steady(tokenizer, **where) -> tuple[float, dict, dict]:
+    """Seconds for BATCHES steady-state batches of our loader over `where` (data_dir= or sources=), and the states
+    before and after them."""
     loader = tokenizing_distributed_data_loader_with_state_bos_bestfit(
-        tokenizer, B, T, "train", tokenizer_threads=THREADS, device="cpu", buffer_size=BUFFER, data_dir=data_dir,
-        prefetch=2)
+        tokenizer, B, T, "train", tokenizer_threads=THREADS, device="cpu", buffer_size=BUFFER, prefetch=2, **where)
     for _ in range(WARMUP):
-        _, _, state = next(loader)
-    first = doc_index(state)
+        _, _, before = next(loader)
     started = time.perf_counter()
     for _ in range(BATCHES):
-        _, _, state = next(loader)
+        _, _, after = next(loader)
     seconds = time.perf_counter() - started
     loader.close()
     time.sleep(0.5)  # let the prefetch threads see the close and stop before anything else is timed
-    return seconds, first, doc_index(state)
+    return seconds, before, after
+
+
+def timed_ours(tokenizer, data_dir) -> tuple[float, int, int]:
+    """Seconds for BATCHES steady-state batches, and the documents [first, last) they consumed."""
+    seconds, before, after = steady(tokenizer, data_dir=data_dir)
+    return seconds, doc_index(before), doc_index(after)
+
+
+def mixture_sources(data_dir: Path) -> list[dict]:
+    """The two train shards as two sources of weight 1 (symlinks; each source also sees the val shard)."""
+    sources = []
+    for i, train in enumerate(["shard_00000.parquet", "shard_00001.parquet"]):
+        part = data_dir / f"source{i}"
+        part.mkdir(exist_ok=True)
+        for name in (train, "shard_00002.parquet"):
+            if not (part / name).exists():
+                (part / name).symlink_to(data_dir / name)
+        sources.append({"data_dir": str(part), "weight": 1})
+    return sources
 
 
 def timed_published(tokenizer, data_dir) -> tuple[float, int]:
@@ -110,7 +128,7 @@ def main():
     data_dir, texts = make_corpus(N_DOCS)
     emulator_was = os.environ.get("STORAGE_EMULATOR_HOST")
     best = {"local": 0.0, "gcs": 0.0, "local_batches": 0.0, "gcs_batches": 0.0, "bare": 0.0, "published": 0.0,
-            "duck_typed": 0.0}
+            "duck_typed": 0.0, "mixture_batches": 0.0}
     try:
         with GcsEmulator() as emulator:
             os.environ["STORAGE_EMULATOR_HOST"] = emulator.host
@@ -123,6 +141,8 @@ def main():
                     best[where] = max(best[where], (last - first) / seconds)
                     best[f"{where}_batches"] = max(best[f"{where}_batches"], BATCHES / seconds)
                 best["bare"] = max(best["bare"], (last - first) / timed_bare(tokenizer, texts[first:last]))
+                seconds = steady(tokenizer, sources=mixture_sources(data_dir))[0]
+                best["mixture_batches"] = max(best["mixture_batches"], BATCHES / seconds)
                 seconds, first, last = timed_ours(Counting(tokenizer), data_dir)
                 best["duck_typed"] = max(best["duck_typed"], (last - first) / seconds)
                 seconds, docs = timed_published(tokenizer, data_dir)
@@ -140,6 +160,9 @@ def main():
                bare, best["gcs"] / best["bare"]))
     print(line("loader_gcs_vs_local", f"{best['gcs_batches']:.2f} batches/s from gs://",
                f"{best['local_batches']:.2f} batches/s from local disk", best["gcs_batches"] / best["local_batches"]))
+    print(line("loader_end_to_end_mixture", f"{best['mixture_batches']:.2f} batches/s, 2 sources 1:1 (the same "
+               "shards)", f"{best['local_batches']:.2f} batches/s from one data_dir", best["mixture_batches"]
+               / best["local_batches"]))
     print(line("loader_end_to_end_duck_typed", f"{best['duck_typed']:.0f} docs/s from local disk, the tokenizer "
                f"called through encode() only (nanochat's interface)", bare, best["duck_typed"] / best["bare"], None))
     print(line("loader_end_to_end_vs_published", f"{best['local']:.0f} docs/s",
