@@ -8,7 +8,7 @@ take the mapped tasks and the corpus is byte-identical however it was cut. Globa
 to one index, then emit; local modes emit straight away (parse and index have nothing to do).
 
 Each step reads its inputs from and writes its outputs to the run's stage
-(DEST/.staging/<key>/p<partition_mb>/; the final build goes to DEST/builds/<key>/), writes a
+(DEST/.staging/<key>/s<STAGE_FORMAT>-p<partition_mb>/; the final build goes to DEST/builds/<key>/), writes a
 partition's summary after its data, and first returns the recorded result when it is there:
 re-running any step, or the whole build, redoes nothing that finished.
 """
@@ -35,10 +35,14 @@ log = logging.getLogger(__name__)
 LATEST = "latest.json"
 PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, batch bounds; written last
 DOCS = "docs.jsonl"
+STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
 DEFAULT_PARTITION_MB = 256
 MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
+# bump when what the steps stage changes: a build an older version left half done then starts a fresh
+# stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
+STAGE_FORMAT = 2
 
 
 def build_uri(dest: str, key: str) -> str:
@@ -46,8 +50,8 @@ def build_uri(dest: str, key: str) -> str:
 
 
 def stage_uri(dest: str, key: str, partition_mb: float) -> str:
-    """Partitioned intermediates of build <key>: one stage per partition size, never mixed."""
-    return join(staging_uri(dest, key), f"p{partition_mb:g}")
+    """Partitioned intermediates of build <key>: one stage per partition size and STAGE_FORMAT, never mixed."""
+    return join(staging_uri(dest, key), f"s{STAGE_FORMAT}-p{partition_mb:g}")
 
 
 def _partition_name(number: int) -> str:
@@ -192,7 +196,7 @@ def index(planned: dict) -> list[dict]:
 
 
 def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
-    """Map 2: each partition of the batch chunked into docs/NNNNN.jsonl (staged lines, in merge groups)."""
+    """Map 2: each partition of the batch chunked into docs/NNNNN.staged (staged lines, in merge groups)."""
     from nanodata.build.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
     settings = _settings(mode, max_tokens, tokenizer)
@@ -200,7 +204,7 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
 
     def work(partition, tmp):
         name = _partition_name(partition["partition"])
-        out = tmp / DOCS
+        out = tmp / (name + STAGED)
         tally = Tally()
         if mode in GLOBAL_MODES:
             store = storage.local_copy(join(stage, "units", name + ".sqlite"), tmp / "units.sqlite")
@@ -212,7 +216,7 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
         else:
             docs = chunk_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, tally)
             groups = stage_docs(docs, out, mode)
-        storage.write_file(out, join(stage, "docs", name + ".jsonl"))
+        storage.write_file(out, join(stage, "docs", name + STAGED))
         return {**tally.counts(), "groups": groups}
 
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
@@ -238,8 +242,9 @@ def merge(stage: str, key: str) -> dict:
         summaries.append(summary)
     with tempfile.TemporaryDirectory(prefix="nanodata-merge-") as tmp:
         tmp = Path(tmp)
-        up = tmp / "up"
-        up.mkdir()
+        # a local stage gets the merged file in place (the writer renames it there when complete): a copy
+        # would be one more serial pass over the whole corpus
+        up = tmp / "up" if is_gcs(out_uri) else Path(out_uri)
         writer = JsonlWriter(up / DOCS, plan_["params"]["mode"])
 
         def open_part(uri):  # downloaded once, deleted after its last range: disk holds what is still needed
@@ -251,7 +256,7 @@ def merge(stage: str, key: str) -> dict:
                 (tmp / uri.rsplit("/", 1)[-1]).unlink(missing_ok=True)
 
         try:
-            merge_docs([(s["partition"], join(stage, "docs", _partition_name(s["partition"]) + ".jsonl"), s["groups"])
+            merge_docs([(s["partition"], join(stage, "docs", _partition_name(s["partition"]) + STAGED), s["groups"])
                         for s in summaries], writer, open_part, release)
         except BaseException:
             writer.abort()
@@ -262,7 +267,8 @@ def merge(stage: str, key: str) -> dict:
                   "modes": {plan_["params"]["mode"]: writer.docs}, "partitions": per_partition}
         writer.commit(result)
         (up / (DOCS + ".done")).unlink()
-        put_dir(up, out_uri)
+        if is_gcs(out_uri):
+            put_dir(up, out_uri)
     write_json(join(out_uri, SUMMARY), result)
     return result
 

@@ -63,7 +63,6 @@ class Counter:
 
 
 @lru_cache(maxsize=4)
-@lru_cache(maxsize=4)
 def counter_for(spec: str) -> Counter:
     """The Counter of a tokenizer spec, built and checked once per process (its table takes ~0.1 s)."""
     counter = Counter(load(spec))

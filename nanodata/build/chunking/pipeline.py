@@ -35,7 +35,7 @@ from nanodata.build.chunking.pack import Doc, counter_for
 from nanodata.build.chunking.sources import (CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text,
                                        tree_items)
 from nanodata.build.chunking.units import parse_units
-from nanodata.build.chunking.writer import JsonlWriter, doc_from_line, doc_line, work_path
+from nanodata.build.chunking.writer import JsonlWriter, staged_line, work_path
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
 from nanodata.storage import parse_gs
@@ -236,14 +236,14 @@ def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, b
 
 
 def emit_store(store_path, index_path, settings: dict, workers: int, out_path, tally: Tally, bar=None) -> list:
-    """Global modes, map 2: a partition's docs (staged lines, see doc_line) in (rank, gid) order.
+    """Global modes, map 2: a partition's docs (see staged_line) in (rank, gid) order.
     Returns [(rank, start byte, stop byte)] of each rank's lines in out_path."""
     groups: list[list[int]] = []
     with atomic_output(out_path) as out:
         rows = stored_files(store_path, index_path)
         for result in _results(_emit_file, rows, {**settings, "index": str(index_path)}, workers, tally, bar):
             start = out.tell()
-            out.write("".join(doc_line(d, settings["mode"]) for d in result.docs).encode("utf-8"))
+            out.write(b"".join(staged_line(d, settings["mode"]) for d in result.docs))
             if not groups or groups[-1][0] != result.rank:
                 groups.append([result.rank, start, start])
             groups[-1][2] = out.tell()
@@ -254,7 +254,7 @@ def stage_docs(docs_lists, out_path, mode: str) -> list:
     """Local modes in a DAG task: a partition's docs as staged lines; one group (rank 0)."""
     with atomic_output(out_path) as out:
         for docs in docs_lists:
-            out.write("".join(doc_line(d, mode) for d in docs).encode("utf-8"))
+            out.write(b"".join(staged_line(d, mode) for d in docs))
         size = out.tell()
     return [[0, 0, size]]
 
@@ -276,11 +276,11 @@ def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_par
                 if not line:
                     raise NanodataError(f"{path}: staged docs end before byte {stop}")
                 left -= len(line)
-                batch.append(doc_from_line(line))
+                batch.append(line)
                 if len(batch) >= MERGE_BATCH:
-                    writer.write(batch)
+                    writer.write_staged(batch)
                     batch = []
-            writer.write(batch)
+            writer.write_staged(batch)
         if release is not None and last_use[path] == i:
             release(path)
 

@@ -11,6 +11,11 @@ it ends with exactly the bytes one uninterrupted append gives. The record goes a
 
 The set of texts already written is a table on disk (SQLite, keyed by a 16-byte digest), not a
 Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc in memory.
+
+Passes that hand docs to a later merge stage them as `staged_line`s: the output line behind a short
+header with what the writer needs (the text's digest, tokens, split or not). The merge is one process
+for the whole corpus, so the JSON decoding and encoding (and hashing) a staged doc would otherwise cost
+there is done once, by the parallel tasks that make the docs.
 """
 
 from __future__ import annotations
@@ -29,14 +34,25 @@ SEEN_CACHE_KIB = 32 * 1024
 
 
 def doc_line(doc: Doc, mode: str) -> str:
-    """The output line of a doc (also how passes stage docs between tasks)."""
+    """The output line of a doc."""
     return json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode, "source": doc.source,
                        "kind": doc.kind}, ensure_ascii=False) + "\n"
 
 
-def doc_from_line(line: bytes | str) -> Doc:
-    record = json.loads(line)
-    return Doc(record["text"], record["n_tokens"], record["kind"], record["source"])
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def staged_line(doc: Doc, mode: str) -> bytes:
+    """A doc as passes stage it for the merge: "DIGEST TOKENS SPLIT\\t" + its output line (the JSON line
+    holds no raw tab or newline, so the first tab ends the header and the line ends with the doc)."""
+    return f"{_digest(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')}\t{doc_line(doc, mode)}".encode("utf-8")
+
+
+def _from_staged(line: bytes) -> tuple[bytes, int, bool, bytes]:
+    header, _, out = line.partition(b"\t")
+    digest, tokens, split = header.split(b" ")
+    return bytes.fromhex(digest.decode("ascii")), int(tokens), split == b"1", out
 
 
 def work_path(output: Path, what: str) -> Path:
@@ -46,7 +62,7 @@ def work_path(output: Path, what: str) -> Path:
 
 
 class SeenTexts:
-    """Digests of the texts written so far, on disk; `add` says whether a text is new."""
+    """Digests of the texts written so far, on disk; `add(digest)` says whether its text is new."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -56,8 +72,7 @@ class SeenTexts:
             self.db.execute(f"PRAGMA {pragma}")
         self.db.execute("CREATE TABLE seen(digest BLOB PRIMARY KEY) WITHOUT ROWID")
 
-    def add(self, text: str) -> bool:
-        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    def add(self, digest: bytes) -> bool:
         return self.db.execute("INSERT OR IGNORE INTO seen VALUES (?)", (digest,)).rowcount == 1
 
     def close(self) -> None:
@@ -76,7 +91,7 @@ class JsonlWriter:
         self.resume = self.output.with_name(self.output.name + ".append")
         if append:
             self._start_append()
-        self.file = open(self.path, "a" if append else "w", encoding="utf-8")
+        self.file = open(self.path, "ab" if append else "wb")
         self.seen = SeenTexts(work_path(self.output, "seen.sqlite"))
         self.docs = self.tokens = self.split = self.duplicates = 0
 
@@ -92,17 +107,25 @@ class JsonlWriter:
         atomic_write(self.resume, json.dumps({"offset": start}))
 
     def write(self, docs: list[Doc]) -> None:
+        self._write([(_digest(d.text), d.tokens, d.kind == "split", doc_line(d, self.mode).encode("utf-8"))
+                     for d in docs])
+
+    def write_staged(self, lines: list[bytes]) -> None:
+        """Docs staged (staged_line) with this writer's mode, written as they are: no JSON parsed or made."""
+        self._write([_from_staged(line) for line in lines])
+
+    def _write(self, docs: list[tuple[bytes, int, bool, bytes]]) -> None:
         lines = []
-        for doc in docs:
-            if not self.seen.add(doc.text):
+        for digest, tokens, split, line in docs:
+            if not self.seen.add(digest):
                 self.duplicates += 1
                 continue
-            lines.append(doc_line(doc, self.mode))
+            lines.append(line)
             self.docs += 1
-            self.tokens += doc.tokens
-            self.split += doc.kind == "split"
+            self.tokens += tokens
+            self.split += split
         if lines:
-            self.file.write("".join(lines))  # whole lines per write: a tailing reader never sees half a doc
+            self.file.write(b"".join(lines))  # whole lines per write: a tailing reader never sees half a doc
             if self.append:
                 self.file.flush()
 
