@@ -39,3 +39,31 @@ def test_with_bos_keeps_the_kind_and_never_changes_its_input():
     out = with_bos(9, tokens[2:])
     assert out.dtype == np.uint32 and out.tolist() == [9, 2, 3, 4] and tokens.tolist() == [0, 1, 2, 3, 4]
     assert with_bos(9, [1, 2]) == [9, 1, 2]
+
+
+def test_feeds_calling_at_once_encode_one_slice_at_a_time():
+    """A mixture's or several logical streams' feeds call from their own threads: the tokenizer's threads must
+    not be multiplied by the number of feeds."""
+    import threading
+    import time
+
+    running, most = [0], [0]
+    guard = threading.Lock()
+
+    class Slow:
+        def encode(self, texts, prepend=None, num_threads=8):
+            with guard:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.02)
+            with guard:
+                running[0] -= 1
+            return [[prepend] for _ in texts]
+
+    encode = batch_encoder(Slow(), 7, 2)
+    feeds = [threading.Thread(target=lambda: [encode(["x"]) for _ in range(5)]) for _ in range(4)]
+    for feed in feeds:
+        feed.start()
+    for feed in feeds:
+        feed.join()
+    assert most[0] == 1
