@@ -34,7 +34,7 @@ from nanodata.report.svgplot import bar_chart, grouped_bar_chart
 REPORT_DIR = "report"
 REPORT_JSON = "report.json"
 INDEX_HTML = "index.html"
-REPORT_FORMAT = 2  # what report.json and the plots hold; a report of another format is rewritten (report_store)
+REPORT_FORMAT = 2  # what report.json and the plots hold; a report of another format is rewritten (report.index)
 CROP_T = (1024, 2048, 4096, 16384)  # plus the build's max_tokens when it is known
 MAX_CROP_DOCS = 1_000_000  # replaying the packing takes ~1.5 s per million docs and T; a prefix is plenty
 NOT_RECORDED = "(not recorded)"  # docs without the chunker's metadata column (or the shard has no such column)

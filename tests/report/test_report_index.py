@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from nanodata.report import corpus_report as report
-from nanodata.report import index as report_store
+from nanodata.report import index
 from built_corpus import write_built_corpus
 
 
@@ -15,12 +15,12 @@ def test_find_builds_and_ensure_report(built, tmp_path):
     (root / ".staging" / "k" / "parquet").mkdir(parents=True)
     (root / ".staging" / "k" / "parquet" / "manifest.json").write_text("{}")  # work dirs are not builds
     write_built_corpus(root / "builds" / "abc", [[5, 6, 7], [8]])
-    assert report_store.find_builds(root) == ["build", "builds/abc"]
+    assert index.find_builds(root) == ["build", "builds/abc"]
 
-    out = Path(report_store.ensure_report(build_dir))
+    out = Path(index.ensure_report(build_dir))
     first = (out / "report.json").read_bytes()
     assert json.loads(first)["source_fingerprint"] == report.source_fingerprint(build_dir)
-    assert report_store.ensure_report(build_dir) == str(out) and (out / "report.json").read_bytes() == first
+    assert index.ensure_report(build_dir) == str(out) and (out / "report.json").read_bytes() == first
     write_built_corpus(build_dir, [[1, 2], [3]])  # a rebuild changes the manifest: the report follows
-    report_store.ensure_report(build_dir)
+    index.ensure_report(build_dir)
     assert json.loads((out / "report.json").read_text())["docs"] == 3
