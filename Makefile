@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 # The browser test (tests/deploy/test_browser.py) drives Debian's chromium through playwright: playwright's own
-# browser download is not used. Installed with apt-get when missing (sudo unless root), as CI machines start without it.
+# browser download is not used. Installed with apt-get when missing (sudo unless root), as CI machines start without it;
+# where that cannot work the rest of the suite still runs and the browser test says why it was skipped.
 CHROMIUM := /usr/bin/chromium
 
 $(CHROMIUM):
@@ -24,8 +25,9 @@ $(CHROMIUM):
 	@SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	{ $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } && \
-	test -x $(CHROMIUM) || { echo "make: could not install chromium at $(CHROMIUM), which the browser test needs:" \
-	  "install Debian's chromium package (sudo apt-get install chromium) and run make test again" >&2; exit 1; }
+	test -x $(CHROMIUM) || echo "make: WARNING: could not install chromium at $(CHROMIUM) (no apt-get, no root or" \
+	  "sudo, or a distribution whose chromium is a snap); tests/deploy/test_browser.py will be skipped (it fails" \
+	  "when CI is set). Install Chromium at $(CHROMIUM) to run it." >&2
 
 test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q tests
