@@ -44,7 +44,7 @@ TOKENIZER = "cl100k_base"
 
 def build(source: Path, dest: Path, mode: str, partition_mb: float, workers: int) -> dict:
     """One whole build on `workers` processes; returns step times, partitions and the merged docs path."""
-    from nanodata.build.chunking.pack import counter_for
+    from nanodata.pipeline.chunking.pack import counter_for
     from nanodata.jobs import cpp_corpus as cc
 
     params = params_for(mode)

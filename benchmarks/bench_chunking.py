@@ -18,7 +18,7 @@ from pathlib import Path
 import tree_sitter_cpp
 from tree_sitter import Language, Parser
 
-from nanodata.build.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
 from nanodata.tokenizer import load
 
 CORPUS = Path("/usr/include/c++/12/bits")

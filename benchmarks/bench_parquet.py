@@ -49,7 +49,7 @@ CHILD = textwrap.dedent("""
     import pyarrow as pa
     pa.set_cpu_count(1); pa.set_io_thread_count(1)
     import pyarrow.json as pj, pyarrow.parquet as pq
-    from nanodata.build.to_parquet import jsonl_to_parquet
+    from nanodata.pipeline.to_parquet import jsonl_to_parquet
     def peak_mb():  # VmHWM, not ru_maxrss: that keeps the launching process's peak across exec
         line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
         return int(line.split()[1]) / 1024

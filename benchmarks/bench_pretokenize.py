@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nanodata.dataset import parquets_iter_batched
-from nanodata.build.pretokenize import pretokenize
+from nanodata.pipeline.pretokenize import pretokenize
 from nanodata.tokenizer import load
 
 TARGET_BYTES = 16_000_000

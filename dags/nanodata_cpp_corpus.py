@@ -33,7 +33,7 @@ from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULT
                      run_target, uri_param)
 from airflow.sdk import Param, dag, task
 
-MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.build.chunking.modes.MODES
+MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.pipeline.chunking.modes.MODES
 PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and the curious' setting)
 
 

@@ -1,7 +1,7 @@
 """The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → merge → to-parquet → upload
 → publish → report.
 
-`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.build.chunking.partitions);
+`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunking.partitions);
 every other step works on partitions or on their staged results, so any number of workers can
 take the mapped tasks and the corpus is byte-identical however it was cut. Global modes
 (cross-file, project, compilable) first parse each partition into a unit store, reduce the stores
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.build.chunking import partitions as parts
-from nanodata.build.chunking.modes import GLOBAL_MODES
-from nanodata.build.chunking.sources import CPP_EXTENSIONS
+from nanodata.pipeline.chunking import partitions as parts
+from nanodata.pipeline.chunking.modes import GLOBAL_MODES
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
@@ -97,7 +97,7 @@ def _batch_partitions(stage: str, batch: int) -> list[int]:
 
 
 def _settings(mode: str, max_tokens: int, tokenizer: str) -> dict:
-    from nanodata.build.chunking.pipeline import check_settings
+    from nanodata.pipeline.chunking.pipeline import check_settings
 
     return check_settings(mode, max_tokens, tokenizer)
 
@@ -133,7 +133,7 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
 
 def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
     """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite."""
-    from nanodata.build.chunking.pipeline import Tally, parse_items
+    from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
     settings = _settings(mode, max_tokens, tokenizer)
     stage = ref["stage"]
@@ -167,7 +167,7 @@ def _index_path(stage: str, cache: Path | None = None) -> Path:
 
 def index(planned: dict) -> list[dict]:
     """Global modes, reduce: every unit store -> index/index.sqlite. Returns the chunk batches."""
-    from nanodata.build.chunking.globalindex import build_index
+    from nanodata.pipeline.chunking.globalindex import build_index
 
     stage = planned["stage"]
     if not planned["parse"] or read_json(join(stage, "index", SUMMARY)) is not None:
@@ -197,7 +197,7 @@ def index(planned: dict) -> list[dict]:
 
 def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
     """Map 2: each partition of the batch chunked into docs/NNNNN.staged (staged lines, in merge groups)."""
-    from nanodata.build.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
+    from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
     settings = _settings(mode, max_tokens, tokenizer)
     stage = ref["stage"]
@@ -225,8 +225,8 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
 def merge(stage: str, key: str) -> dict:
     """Concatenate every partition's docs in (rank, partition) order, dropping exact duplicate texts
     (the first copy is kept): the same writer, so the same bytes, as one `nanodata chunk` run."""
-    from nanodata.build.chunking.pipeline import merge_docs
-    from nanodata.build.chunking.writer import JsonlWriter
+    from nanodata.pipeline.chunking.pipeline import merge_docs
+    from nanodata.pipeline.chunking.writer import JsonlWriter
 
     out_uri = join(stage, "merged")
     done = read_json(join(out_uri, SUMMARY))
@@ -275,7 +275,7 @@ def merge(stage: str, key: str) -> dict:
 
 def to_parquet(stage: str, key: str, *, rows_per_file: int, val_fraction: float) -> dict:
     """Shuffled parquet shards + manifest + _COMPLETE into the stage's parquet/."""
-    from nanodata.build.to_parquet import jsonl_to_parquet
+    from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
     parquet_uri = join(stage, "parquet")
     if storage.exists(join(parquet_uri, COMPLETE)):

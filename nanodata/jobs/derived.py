@@ -43,7 +43,7 @@ def _done(uri: str) -> bool:
 
 def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: int = 10_000) -> dict:
     """Train a BPE tokenizer on the corpus's train split and upload it; returns its URI."""
-    from nanodata.build.tokenizer_train import train_tokenizer as train
+    from nanodata.pipeline.tokenizer_train import train_tokenizer as train
 
     out_uri = derived_uri(corpus, "tokenizers", str(vocab_size))
     if not _done(out_uri):
@@ -57,7 +57,7 @@ def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: in
 
 def pretokenize(corpus: str, tokenizer: str, *, shard_tokens: int, workers: int = 1) -> dict:
     """Token shards + meta.json of the corpus, uploaded; returns their URI and counts."""
-    from nanodata.build.pretokenize import pretokenize as run
+    from nanodata.pipeline.pretokenize import pretokenize as run
 
     name = tokenizer.rstrip("/").rsplit("/", 1)[-1]
     out_uri = derived_uri(corpus, "tokens", name)

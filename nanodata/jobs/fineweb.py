@@ -35,7 +35,7 @@ def _verify(path: Path) -> int:
 
 def download_batch(base_url: str, start: int, stop: int, dest: str, *, workers: int = 4) -> dict:
     """Download shards start..stop-1, verify each and upload it to DEST; returns counts."""
-    from nanodata.build.download import download_single_file, shard_name
+    from nanodata.pipeline.download import download_single_file, shard_name
 
     todo = [i for i in range(start, stop) if not storage.exists(join(dest, shard_name(i)))]
     with tempfile.TemporaryDirectory(prefix="nanodata-download-") as tmp:
@@ -49,7 +49,7 @@ def download_batch(base_url: str, start: int, stop: int, dest: str, *, workers: 
 
 def finalize(dest: str, num_shards: int, batches: list[dict]) -> dict:
     """Check every shard is in DEST, then write DEST/_COMPLETE; returns counts for the Asset event."""
-    from nanodata.build.download import shard_name
+    from nanodata.pipeline.download import shard_name
 
     missing = [shard_name(i) for i in range(num_shards) if not storage.exists(join(dest, shard_name(i)))]
     if missing:

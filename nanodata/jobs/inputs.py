@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.build.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
 from nanodata.errors import NanodataError
 from nanodata.storage import is_gcs, join_uri as join
 from nanodata.storage.gcs import TIMEOUT

@@ -1,6 +1,6 @@
 """The one retry policy for network transfers (GCS and plain HTTP), and the one way a downloaded file lands.
 
-Every GCS call (nanodata.storage and the modules that list buckets) and every HTTP download (nanodata.build.download)
+Every GCS call (nanodata.storage and the modules that list buckets) and every HTTP download (nanodata.pipeline.download)
 runs under `with_retries`: a `google.api_core.retry.Retry` whose predicate retries only transient failures
 (`is_transient`: 408, 429, 5xx, dropped connections, timeouts, corrupt transfers), with exponential backoff and
 full jitter (the first wait is up to `backoff` seconds, doubling, never more than MAX_DELAY), at most `attempts`

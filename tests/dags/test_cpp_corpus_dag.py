@@ -146,7 +146,7 @@ def test_invalid_params_are_rejected(dag, bucket, source, bad):
 
 def test_max_tokens_minimum_is_the_chunkers(dag):
     """One minimum: the form's (which the UI's number field raises a smaller value to) is `nanodata chunk`'s."""
-    from nanodata.build.chunking.pipeline import MIN_TOKENS
+    from nanodata.pipeline.chunking.pipeline import MIN_TOKENS
 
     param = dag.params.get_param("max_tokens")
     assert param.schema["minimum"] == MIN_TOKENS and f"From {MIN_TOKENS} " in param.description
@@ -217,7 +217,7 @@ def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, buck
 def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, source, monkeypatch):
     """A chunk task fails for good; the run fails with nothing published. Clearing the run redoes only
     the failed batch and leaves the same build as an uninterrupted run."""
-    from nanodata.build.chunking import partitions
+    from nanodata.pipeline.chunking import partitions
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/clear"

@@ -70,6 +70,6 @@ def test_schedules(dagbag):
 
 
 def test_mode_param_offers_exactly_the_chunker_modes(dagbag):
-    from nanodata.build.chunking.modes import MODES
+    from nanodata.pipeline.chunking.modes import MODES
 
     assert dagbag.dags["nanodata_cpp_corpus"].params.get_param("mode").schema["enum"] == list(MODES)

@@ -13,9 +13,9 @@ import pytest
 from dag_data import run_steps, write_cpp_source
 
 from nanodata import storage
-from nanodata.build.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.jobs import cpp_corpus
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
 STD = Path("/usr/include/c++/12/bits")
 PARAMS = {"max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 40, "val_fraction": 0.1}

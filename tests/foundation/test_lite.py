@@ -8,7 +8,7 @@ import torch
 
 from nanodata.errors import NanodataError
 from nanodata.lite import DataLoaderLite
-from nanodata.build.pretokenize import pretokenize, shard_record, write_meta
+from nanodata.pipeline.pretokenize import pretokenize, shard_record, write_meta
 from nanodata.token_shards import META_VERSION
 
 

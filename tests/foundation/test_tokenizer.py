@@ -1,4 +1,4 @@
-"""nanodata.tokenizer (load, Tokenizer) and nanodata.build.tokenizer_train (rustbpe training)."""
+"""nanodata.tokenizer (load, Tokenizer) and nanodata.pipeline.tokenizer_train (rustbpe training)."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 from corpus import make_docs, write_parquet
 from nanodata.errors import NanodataError
 from nanodata.tokenizer import SPECIAL_TOKENS, load
-from nanodata.build.tokenizer_train import MAX_VOCAB, MIN_VOCAB, train_tokenizer
+from nanodata.pipeline.tokenizer_train import MAX_VOCAB, MIN_VOCAB, train_tokenizer
 
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
 

@@ -110,8 +110,8 @@ def test_cli(built, tmp_path):
 
 
 def test_report_of_a_real_to_parquet_build(tmp_path):
-    """The contract with nanodata.build.to_parquet: its shards keep the chunker's n_tokens and mode columns."""
-    from nanodata.build.to_parquet import jsonl_to_parquet
+    """The contract with nanodata.pipeline.to_parquet: its shards keep the chunker's n_tokens and mode columns."""
+    from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
     docs = [{"text": f"int f{i}() {{ return {i}; }}" * (1 + i % 7), "n_tokens": 9 * (1 + i % 7),
              "mode": MODES[i % 2], "source": f"p/f{i}.cpp", "kind": "function"} for i in range(300)]
@@ -134,7 +134,7 @@ def run_report(*argv) -> subprocess.CompletedProcess:
 def test_report_of_plain_text_jsonl_counts_tokens_with_its_tokenizer(tmp_path, tokenizer):
     """to-parquet over {"text"} lines (no chunker metadata) writes an all-null n_tokens column; over a mix,
     a partly null one. The report counts every doc with its tokenizer then, and says so."""
-    from nanodata.build.to_parquet import jsonl_to_parquet
+    from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
     texts = [f"int f{i}() {{ return {i * i}; }} // plain doc {i}\n" * (1 + i % 5) for i in range(250)]
     plain = tmp_path / "plain.jsonl"

@@ -237,7 +237,7 @@ def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
     from corpus import make_docs
 
     from nanodata import dataset
-    from nanodata.build.to_parquet import jsonl_to_parquet
+    from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
     docs = [d for d in make_docs(400, seed=4) if d.strip()]
     src = tmp_path / "docs.jsonl"

@@ -9,7 +9,7 @@ import requests
 
 from foundation.fault_server import FaultServer
 from nanodata import storage
-from nanodata.build.chunking.sources import tree_files
+from nanodata.pipeline.chunking.sources import tree_files
 from nanodata.testing.emulator import GcsEmulator
 from nanodata.errors import NanodataError
 from nanodata.storage.sides import GcsSide, LocalSide

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanodata.build.chunking.graphs import callees_in_file, reachable, topo_order
-from nanodata.build.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
-from nanodata.build.chunking.units import FileUnits
+from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
+from nanodata.pipeline.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
+from nanodata.pipeline.chunking.units import FileUnits
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting

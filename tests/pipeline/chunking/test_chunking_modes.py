@@ -6,7 +6,7 @@ import shutil
 import pytest
 from cpp_projects import STD_HEADERS, STD_SUBSET, function_texts, read_docs, write_layers, write_projects
 
-from nanodata.build.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
 
 BUDGET = 1024
 

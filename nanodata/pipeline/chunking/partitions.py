@@ -8,7 +8,7 @@ A partition is a list of *pieces*, each a run of items of one input:
 - {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
   projects are grouped or split wherever the size budget says.
 Partitions are closed once they hold `partition_bytes`, across input boundaries. Items keep the
-gid, source names and line numbers they have in a one-process run (nanodata.build.chunking.sources), so
+gid, source names and line numbers they have in a one-process run (nanodata.pipeline.chunking.sources), so
 how the inputs are cut never changes the output. Planning holds one partition's file list at most.
 """
 
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.build.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+from nanodata.pipeline.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
 
 PARTITIONS = "partitions"   # staging: partitions/NNNNN.json
 PARTS = "parts"             # staging: decompressed pieces of compressed inputs

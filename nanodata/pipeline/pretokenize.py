@@ -36,7 +36,7 @@ from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
 from nanodata.tokenizer import load
-from nanodata.build.workers import process_pool
+from nanodata.pipeline.workers import process_pool
 from nanodata.token_shards import META_FILE, META_VERSION, SHARD_FILE
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ import pytest
 from jsonl_corpus import make_records, read_rows
 
 from nanodata.errors import NanodataError
-from nanodata.build.jsonl import line_bounds, read_blocks
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.jsonl import line_bounds, read_blocks
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
 
 def slow_writer(path, records, done_marker=True, rename_in=False):

@@ -4,8 +4,8 @@
 (Airflow tasks call it directly); `nanodata chunk` is its command-line face.
 """
 
-from nanodata.build.chunking.modes import MODES
-from nanodata.build.chunking.pipeline import chunk_to_jsonl
-from nanodata.build.chunking.sources import CPP_EXTENSIONS
+from nanodata.pipeline.chunking.modes import MODES
+from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 
 __all__ = ["chunk_to_jsonl", "MODES", "CPP_EXTENSIONS"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from nanodata.build.chunking.modes import MODES
-from nanodata.build.chunking.sources import CPP_EXTENSIONS
+from nanodata.pipeline.chunking.modes import MODES
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
@@ -53,7 +53,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nanodata.build.chunking.pipeline import chunk_to_jsonl
+    from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
 
     extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
     s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, mode=args.mode,

@@ -1,4 +1,4 @@
-"""nanodata.build.pretokenize: exact shard sizes, doc stream order, dtype, determinism, atomic output, errors."""
+"""nanodata.pipeline.pretokenize: exact shard sizes, doc stream order, dtype, determinism, atomic output, errors."""
 
 import json
 import subprocess
@@ -13,9 +13,9 @@ from nanodata.dataset import parquets_iter_batched
 from nanodata.errors import NanodataError
 from nanodata.storage.files import file_digest
 from nanodata.lite import DataLoaderLite
-from nanodata.build.pretokenize import pretokenize, shard_dtype
+from nanodata.pipeline.pretokenize import pretokenize, shard_dtype
 from nanodata.tokenizer import load
-from nanodata.build.tokenizer_train import train_tokenizer
+from nanodata.pipeline.tokenizer_train import train_tokenizer
 
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
 
@@ -200,7 +200,7 @@ def test_every_argument_is_checked_before_any_work(corpus_dir, tmp_path):
 
 def test_work_in_flight_is_bounded(tmp_path):
     """Constant memory: the parent never has more than workers*WINDOW_PER_WORKER row groups pending."""
-    from nanodata.build.pretokenize import WINDOW_PER_WORKER, tokenize_in_order
+    from nanodata.pipeline.pretokenize import WINDOW_PER_WORKER, tokenize_in_order
 
     path = write_parquet(tmp_path / "a.parquet", make_docs(400, seed=5), row_group_size=4)
     consumed = []

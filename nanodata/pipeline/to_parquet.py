@@ -1,7 +1,7 @@
 """JSONL → shuffled parquet shards + val_shard.parquet + manifest.json + _COMPLETE, crash-safe.
 
 The algorithm, one shard at a time (memory holds one shard's rows whatever the input size):
-  read whole lines (nanodata.build.jsonl) → parse and check each doc (bad lines counted by kind) →
+  read whole lines (nanodata.pipeline.jsonl) → parse and check each doc (bad lines counted by kind) →
   a stable hash of the text sends ~val_fraction of docs to a val spool, the rest fill the shard →
   a full shard is permuted by an RNG seeded with (seed, shard index), written whole (nanodata.storage.files) →
   `_progress.json` records the input position, shard index and counts.
@@ -32,7 +32,7 @@ from nanodata import __version__
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_output, atomic_write, disk_errors, file_digest
-from nanodata.build.jsonl import SCHEMA, parse_block, read_blocks
+from nanodata.pipeline.jsonl import SCHEMA, parse_block, read_blocks
 
 log = logging.getLogger(__name__)
 

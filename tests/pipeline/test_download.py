@@ -1,4 +1,4 @@
-"""nanodata.build.download against a real local HTTP server that injects 500s, drops, truncation, garbage."""
+"""nanodata.pipeline.download against a real local HTTP server that injects 500s, drops, truncation, garbage."""
 
 import socket
 import subprocess
@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from corpus import write_corpus
 from foundation.fault_server import FaultServer
-from nanodata.build import download
-from nanodata.build.download import download_shards, download_single_file
+from nanodata.pipeline import download
+from nanodata.pipeline.download import download_shards, download_single_file
 from nanodata.errors import NanodataError
 
 

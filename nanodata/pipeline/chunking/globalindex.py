@@ -22,7 +22,7 @@ import pickle
 import sqlite3
 from pathlib import Path
 
-from nanodata.build.chunking.graphs import topo_order
+from nanodata.pipeline.chunking.graphs import topo_order
 from nanodata.storage.files import commit, temp_name
 
 PICKLE = pickle.HIGHEST_PROTOCOL
@@ -221,7 +221,7 @@ class GlobalIndex:
             if len(self._units) >= CACHE_ENTRIES:
                 self._units.clear()
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
-            from nanodata.build.chunking.units import Unit
+            from nanodata.pipeline.chunking.units import Unit
 
             kind, name, owner, scope, tokens, calls, types = pickle.loads(blob)
             self._units[ref] = (Unit(kind, name, owner, scope, [], -1, 0, 0, tokens, calls=calls, types=types), text)

@@ -27,7 +27,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from nanodata.build.chunking.pack import Doc
+from nanodata.pipeline.chunking.pack import Doc
 from nanodata.storage.files import atomic_write, commit, temp_name
 
 SEEN_CACHE_KIB = 32 * 1024

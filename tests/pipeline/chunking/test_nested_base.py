@@ -8,8 +8,8 @@ unit of its own, so the dependency is `Reader`, which must be emitted before the
 import pytest
 from cpp_projects import read_docs, write_jsonl
 
-from nanodata.build.chunking import chunk_to_jsonl
-from nanodata.build.chunking.units import parse_units
+from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking.units import parse_units
 
 LOG_READER_H = """#pragma once
 #include <cstdint>

@@ -7,7 +7,7 @@ from jsonl_corpus import make_records, read_rows, write_jsonl
 
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
 BAD = {  # line → the kind it must be counted as
     "{not json": "invalid_json",
@@ -77,7 +77,7 @@ def test_output_does_not_depend_on_block_cuts_or_parse_path(tmp_path, monkeypatc
     """Clean blocks take Arrow's reader, blocks with a bad line go line by line: same rows either way."""
     from jsonl_corpus import file_bytes
 
-    import nanodata.build.jsonl
+    import nanodata.pipeline.jsonl
 
     records = make_records(900, seed=9)
     clean = write_jsonl(tmp_path / "clean.jsonl", records)
@@ -85,7 +85,7 @@ def test_output_does_not_depend_on_block_cuts_or_parse_path(tmp_path, monkeypatc
     kw = {"rows_per_file": 200, "row_group_size": 50, "val_fraction": 0.1}
     a = jsonl_to_parquet([clean], tmp_path / "a", **kw)
     b = jsonl_to_parquet([dirty], tmp_path / "b", **kw)  # one block, parsed line by line
-    monkeypatch.setattr(nanodata.build.jsonl, "BLOCK", 997)  # many small blocks, cut anywhere
+    monkeypatch.setattr(nanodata.pipeline.jsonl, "BLOCK", 997)  # many small blocks, cut anywhere
     c = jsonl_to_parquet([clean], tmp_path / "c", **kw)
     assert b["bad_lines"]["invalid_json"]["count"] == 1
     assert a["shards"] == b["shards"] == c["shards"] and a["val"] == b["val"] == c["val"]
@@ -112,7 +112,7 @@ def test_a_line_that_is_not_utf8_is_a_bad_line_never_a_row(tmp_path, capsys):
 def test_bad_line_accounting_does_not_depend_on_block_size(tmp_path, monkeypatch):
     """Each kind of tricky line among clean ones: where the blocks are cut (a resumed run cuts them at its
     checkpoint) must not change a single byte of the output, manifest included."""
-    import nanodata.build.jsonl
+    import nanodata.pipeline.jsonl
     from jsonl_corpus import file_bytes
 
     records = make_records(400, seed=4)
@@ -131,6 +131,6 @@ def test_bad_line_accounting_does_not_depend_on_block_size(tmp_path, monkeypatch
     texts = {r["text"] for rs in read_rows(tmp_path / "ref", reference).values() for r in rs}
     assert {"after a BOM", "x", "deep", "crlf"} <= texts and "a" not in texts
     for block in (61, 500, 4099, 65536):
-        monkeypatch.setattr(nanodata.build.jsonl, "BLOCK", block)
+        monkeypatch.setattr(nanodata.pipeline.jsonl, "BLOCK", block)
         jsonl_to_parquet([path], tmp_path / str(block), **kw)
         assert file_bytes(tmp_path / str(block)) == file_bytes(tmp_path / "ref"), block

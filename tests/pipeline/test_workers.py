@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from nanodata.build.pretokenize import pretokenize
-from nanodata.build.workers import process_pool
+from nanodata.pipeline.pretokenize import pretokenize
+from nanodata.pipeline.workers import process_pool
 
 HELD = threading.Lock()  # stands for any lock another thread holds (logging, an event loop, tqdm's monitor)
 
@@ -34,7 +34,7 @@ def thread_holding_a_lock():
 
 def test_single_threaded_process_forks():
     # in a fresh interpreter: this pytest process may have threads of earlier tests alive
-    code = "from nanodata.build.workers import process_pool\nwith process_pool(1) as p: print(p._ctx.get_start_method())"
+    code = "from nanodata.pipeline.workers import process_pool\nwith process_pool(1) as p: print(p._ctx.get_start_method())"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "fork\n"
 
 

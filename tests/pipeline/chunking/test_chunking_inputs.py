@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
 
-from nanodata.build.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.cli import main
 from nanodata.errors import NanodataError
 
@@ -154,7 +154,7 @@ def test_append_mode_and_done_marker(tmp_path):
 
 
 def test_append_removes_the_previous_done_marker_before_its_first_write(tmp_path, monkeypatch):
-    from nanodata.build.chunking import writer
+    from nanodata.pipeline.chunking import writer
 
     out = tmp_path / "stream.jsonl"
     chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])

@@ -1,4 +1,4 @@
-"""Property tests of the JSONL readers (nanodata.build.jsonl) and of to-parquet's bad-line accounting.
+"""Property tests of the JSONL readers (nanodata.pipeline.jsonl) and of to-parquet's bad-line accounting.
 
 Whatever the bytes of a line, it comes out once: as a row holding its text exactly, or as a bad line with
 its line number and kind; the same whichever block it is read in (a resumed run cuts blocks elsewhere),
@@ -14,10 +14,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonl_corpus import file_bytes
 
-import nanodata.build.jsonl
+import nanodata.pipeline.jsonl
 from nanodata.errors import NanodataError
-from nanodata.build.jsonl import parse_block, read_blocks
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.jsonl import parse_block, read_blocks
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
 UNKNOWN = None  # an arbitrary line's verdict: whatever the line read alone gets
 NEVER_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]  # bytes that occur in no valid UTF-8 text
@@ -160,15 +160,15 @@ def test_to_parquet_accounting_is_exact_and_block_size_free(lines, crlf, block_s
         path.write_bytes(jsonl_bytes([line for line, _ in lines], crlf, True))
         kw = {"rows_per_file": 3, "row_group_size": 2, "val_fraction": 0.2}
         results = []
-        for i, block in enumerate((nanodata.build.jsonl.BLOCK, block_size)):
-            saved, nanodata.build.jsonl.BLOCK = nanodata.build.jsonl.BLOCK, block
+        for i, block in enumerate((nanodata.pipeline.jsonl.BLOCK, block_size)):
+            saved, nanodata.pipeline.jsonl.BLOCK = nanodata.pipeline.jsonl.BLOCK, block
             try:
                 results.append(jsonl_to_parquet([path], Path(tmp) / f"out{i}", **kw))
             except NanodataError as exc:
                 assert "\n" not in str(exc) and "no good doc" in str(exc) and len(bad_at) == len(verdicts)
                 results.append(str(exc).replace(f"out{i}", "out"))
             finally:
-                nanodata.build.jsonl.BLOCK = saved
+                nanodata.pipeline.jsonl.BLOCK = saved
         assert results[0] == results[1]
         if isinstance(results[0], dict):
             assert file_bytes(Path(tmp) / "out0") == file_bytes(Path(tmp) / "out1")

@@ -12,7 +12,7 @@ from jsonl_corpus import file_bytes, make_records, read_rows, write_jsonl
 from nanodata import dataset
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.storage.files import file_digest
 
 

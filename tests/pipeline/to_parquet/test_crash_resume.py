@@ -10,7 +10,7 @@ import time
 
 from jsonl_corpus import file_bytes, make_records, write_jsonl
 
-from nanodata.build.to_parquet import jsonl_to_parquet
+from nanodata.pipeline.to_parquet import jsonl_to_parquet
 
 PARAMS = {"rows_per_file": 500, "row_group_size": 128, "val_fraction": 0.05, "seed": 3}
 
