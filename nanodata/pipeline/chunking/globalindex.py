@@ -1,24 +1,32 @@
 """The global modes' map -> reduce -> map, on disk: unit stores, the reduce, and the index lookups.
 
 - map (parse): each partition's parsed files go to a *unit store* (one SQLite file): per file its
-  parsed units (pickled FileUnits), per named function/type definition its name, id and text,
-  per project its #includes. Nothing is kept in memory beyond one file.
+  parsed units (pickled FileUnits), per named function/type definition its name, qualification, id
+  and text, per file its #includes. Nothing is kept in memory beyond one file.
 - reduce (`build_index`): reads every store's names and ids, never loading them all at once (SQLite
   sorts and groups on disk), and writes the *index*: the project order (ranks from the #include
-  graph), for each (kind, name) the one definition a lookup can resolve to, and the text of those
-  definitions only. Its memory is SQLite's page cache plus the project graph (projects and their
-  dependencies, not files).
+  graph), each file's project and the other projects whose headers it includes, every definition's
+  (project, kind, name, qualification), and the text of the definitions a lookup can resolve to.
+  Its memory is SQLite's page cache plus the project graph (projects and their dependencies).
 - map (emit): each partition's files are emitted with `GlobalIndex` lookups (bounded caches).
 
-Resolution rule (as before, now answered by one row per name): definitions of a name sorted by
-(rank, gid, unit); with the first two at ranks r1 <= r2, a root at rank R sees exactly one
-definition, the first, iff r1 <= R < r2 (r2 absent: no second definition).
+Resolution rule: a name used in file F (project P) resolves among what F can see, nearest first:
+the definitions in P; when P has none that match, those in the projects whose headers F
+#includes (by path suffix, as for the project order; an include P satisfies itself names no other
+project; in project mode, only projects ranked before P). Unrelated projects, vendored copies of P
+included, are never seen, so P's docs do not change when they sit beside it. A use qualified every
+time (`a::b::f`, `C::iterator`) matches definitions whose namespaces/class contain its last scope
+(`b`, `C`), else only definitions with no known qualification (a namespace hidden by a macro); an
+unqualified type use never matches a nested type defined out of its class (`class path::iterator`)
+unless used from that class. The match must be one definition: names defined twice with one
+qualification in a project are *ambiguous* there (counted per project) and resolve to nothing.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
 import sqlite3
 from pathlib import Path
 
@@ -32,15 +40,20 @@ SQLITE_CACHE_KIB = 64 * 1024
 STORE_SCHEMA = """
 CREATE TABLE files(gid INTEGER PRIMARY KEY, source TEXT, project TEXT, path TEXT, size INTEGER,
                    syntax_errors INTEGER, units BLOB);
-CREATE TABLE defs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, unit BLOB, text TEXT);
-CREATE TABLE includes(project TEXT, include TEXT, PRIMARY KEY(project, include)) WITHOUT ROWID;
+CREATE TABLE defs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
+                  unit BLOB, text TEXT);
+CREATE TABLE includes(gid INTEGER, project TEXT, include TEXT, PRIMARY KEY(gid, include)) WITHOUT ROWID;
 """
 INDEX_SCHEMA = """
 CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER) WITHOUT ROWID;
-CREATE TABLE names(kind TEXT, name TEXT, r1 INTEGER, r2 INTEGER, gid INTEGER, uid INTEGER,
-                   PRIMARY KEY(kind, name)) WITHOUT ROWID;
+CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT);
+CREATE TABLE deps(gid INTEGER, project TEXT, PRIMARY KEY(gid, project)) WITHOUT ROWID;
+CREATE TABLE defs(project TEXT, kind TEXT, name TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
+                  PRIMARY KEY(project, kind, name, gid, uid)) WITHOUT ROWID;
 CREATE TABLE units(gid INTEGER, uid INTEGER, unit BLOB, text TEXT, PRIMARY KEY(gid, uid)) WITHOUT ROWID;
 """
+AMBIGUOUS_LISTED = 100   # projects named in the counts (most ambiguous first); the total covers all
+NAMESPACE = re.compile(r"\bnamespace\s+((?:\w+\s*::\s*)*\w+)\s*\{")
 
 
 def _connect(path: str | os.PathLike, readonly: bool = False) -> sqlite3.Connection:
@@ -72,23 +85,32 @@ class UnitStore:
                  units_blob: bytes, defs: list[tuple], includes: list[str]) -> None:
         self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
                         (gid, source, project, path, size, int(syntax_errors), units_blob))
-        self.db.executemany("INSERT INTO defs VALUES (?,?,?,?,?,?,?)",
-                            [(kind, name, project, gid, uid, unit, text) for kind, name, uid, unit, text in defs])
-        self.db.executemany("INSERT OR IGNORE INTO includes VALUES (?,?)", [(project, i) for i in includes])
+        self.db.executemany("INSERT INTO defs VALUES (?,?,?,?,?,?,?,?,?)",
+                            [(kind, name, project, gid, uid, chain, owner, unit, text)
+                             for kind, name, uid, chain, owner, unit, text in defs])
+        self.db.executemany("INSERT OR IGNORE INTO includes VALUES (?,?,?)", [(gid, project, i) for i in includes])
 
     def close(self) -> None:
         self.db.commit()
         self.db.close()
 
 
+def qualification(unit) -> str:
+    """`a::b::Owner`: the namespaces around a definition (from its scope's openers) and its class."""
+    names = [m.group(1) for opener, *_ in unit.scope for m in [NAMESPACE.search(opener)] if m]
+    return "::".join(re.sub(r"\s+", "", n) for n in names + ([unit.owner] if unit.owner else []))
+
+
 def definitions(fu) -> list[tuple]:
-    """(kind, name, unit number, pickled bare unit, text) of each named function/type of a parsed file:
-    what other files can pull in. The unit keeps what lookups need (scope, tokens, names), not segments."""
+    """(kind, name, unit number, qualification, owner, pickled bare unit, text) of each named
+    function/type of a parsed file: what other files can pull in. The unit keeps what lookups need
+    (scope, tokens, names), not segments."""
     out = []
     for u, unit in enumerate(fu.units):
         if unit.kind in ("function", "type") and unit.name:
-            bare = (unit.kind, unit.name, unit.owner, unit.scope, unit.tokens, unit.calls, unit.types)
-            out.append((unit.kind, unit.name, u, pickle.dumps(bare, PICKLE), fu.text_of(unit)))
+            bare = (unit.kind, unit.name, unit.owner, unit.scope, unit.tokens, unit.calls, unit.types, unit.qualifiers)
+            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, pickle.dumps(bare, PICKLE),
+                        fu.text_of(unit)))
     return out
 
 
@@ -117,11 +139,8 @@ def _project_ranks(db: sqlite3.Connection, by_includes: bool) -> None:
         return
     names = [n for (n,) in db.execute("SELECT name FROM projects ORDER BY name")]
     deps: dict[str, list[str]] = {}
-    rows = db.execute("""
-        SELECT DISTINCT i.project, s.project FROM incl i JOIN suffixes s ON s.suffix = i.path
-        WHERE s.project != i.project AND NOT EXISTS
-          (SELECT 1 FROM suffixes own WHERE own.suffix = i.path AND own.project = i.project)
-        ORDER BY i.project, s.project""")
+    rows = db.execute("SELECT DISTINCT f.project, d.project FROM deps d JOIN files f ON f.gid = d.gid "
+                      "ORDER BY f.project, d.project")
     for project, dep in rows:
         deps.setdefault(project, []).append(dep)
     db.executemany("UPDATE projects SET rank = ? WHERE name = ?",
@@ -140,47 +159,64 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     scratch = _fresh(scratch_path)
     scratch.executescript("""
         CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER) WITHOUT ROWID;
-        CREATE TABLE alldefs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, unit BLOB, text TEXT);
+        CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT);
+        CREATE TABLE alldefs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
+                             unit BLOB, text TEXT);
         CREATE TABLE suffixes(suffix TEXT, project TEXT);
-        CREATE TABLE incl(project TEXT, path TEXT);
+        CREATE TABLE incl(gid INTEGER, project TEXT, path TEXT);
     """)
-    by_includes = mode == "project"
     for store in stores:
         scratch.execute("ATTACH DATABASE ? AS s", (str(fetch(store)),))
         scratch.execute("INSERT OR IGNORE INTO projects(name) SELECT DISTINCT project FROM s.files")
+        scratch.execute("INSERT INTO files SELECT gid, project FROM s.files")
         scratch.execute("INSERT INTO alldefs SELECT * FROM s.defs")
-        if by_includes:
-            for project, path in scratch.execute("SELECT project, path FROM s.files"):
-                parts = path.split("/")
-                scratch.executemany("INSERT INTO suffixes VALUES (?, ?)",
-                                    [("/".join(parts[k:]), project) for k in range(len(parts))])
-            scratch.execute("INSERT INTO incl SELECT project, ltrim(include, './') FROM s.includes")
+        for project, path in scratch.execute("SELECT project, path FROM s.files"):
+            parts = path.split("/")
+            scratch.executemany("INSERT INTO suffixes VALUES (?, ?)",
+                                [("/".join(parts[k:]), project) for k in range(len(parts))])
+        scratch.execute("INSERT INTO incl SELECT gid, project, ltrim(include, './') FROM s.includes")
         scratch.commit()
         scratch.execute("DETACH DATABASE s")
         release(store)
-    if by_includes:
-        scratch.execute("CREATE INDEX suffix_key ON suffixes(suffix, project)")
-    scratch.execute("CREATE INDEX alldefs_ref ON alldefs(gid, uid)")
-    _project_ranks(scratch, by_includes)
+    scratch.execute("CREATE INDEX suffix_key ON suffixes(suffix, project)")
+    scratch.execute("CREATE INDEX alldefs_key ON alldefs(project, kind, name, chain)")
+    # a file depends on the projects holding a header it includes (matched by path suffix), unless
+    # its own project holds one: `#include "db.h"` in leveldb never means a vendored copy's db.h
+    scratch.execute("""
+        CREATE TABLE deps AS SELECT DISTINCT i.gid, s.project FROM incl i JOIN suffixes s ON s.suffix = i.path
+        WHERE s.project != i.project AND NOT EXISTS
+          (SELECT 1 FROM suffixes own WHERE own.suffix = i.path AND own.project = i.project)""")
+    _project_ranks(scratch, mode == "project")
     scratch.commit()
 
     tmp = temp_name(index_path)
     scratch.execute("ATTACH DATABASE ? AS idx", (str(_init_index(tmp)),))
     scratch.execute("INSERT INTO idx.projects SELECT name, rank FROM projects")
+    scratch.execute("INSERT INTO idx.files SELECT gid, project FROM files")
+    # project mode grows the index project by project: a dependency ranked after the file's project
+    # (an #include cycle broken there) is not visible yet; other modes rank every project 0
     scratch.execute("""
-        INSERT INTO idx.names
-        SELECT kind, name, r1, r2, gid, uid FROM (
-          SELECT d.kind, d.name, p.rank AS r1, d.gid, d.uid,
-                 LEAD(p.rank) OVER w AS r2, ROW_NUMBER() OVER w AS n
-          FROM alldefs d JOIN projects p ON p.name = d.project
-          WINDOW w AS (PARTITION BY d.kind, d.name ORDER BY p.rank, d.gid, d.uid))
-        WHERE n = 1 AND (r2 IS NULL OR r2 > r1)""")
-    # the text of the definitions a lookup can return, nothing else
-    scratch.execute("""INSERT INTO idx.units SELECT d.gid, d.uid, d.unit, d.text FROM idx.names n
-                       JOIN alldefs d ON d.gid = n.gid AND d.uid = n.uid""")
+        INSERT INTO idx.deps SELECT d.gid, d.project FROM deps d JOIN files f ON f.gid = d.gid
+        JOIN projects own ON own.name = f.project JOIN projects dep ON dep.name = d.project
+        WHERE dep.rank <= own.rank ORDER BY d.gid, d.project""")
+    scratch.execute("INSERT INTO idx.defs SELECT project, kind, name, gid, uid, chain, owner FROM alldefs "
+                    "ORDER BY project, kind, name, gid, uid")
+    # the text of the definitions a lookup can return: one of their (project, kind, name,
+    # qualification) in a project (any filter that leaves one definition leaves such a one)
+    scratch.execute("""
+        INSERT INTO idx.units SELECT d.gid, d.uid, d.unit, d.text FROM alldefs d JOIN (
+          SELECT project, kind, name, chain FROM alldefs GROUP BY project, kind, name, chain HAVING count(*) = 1
+        ) u ON u.project = d.project AND u.kind = d.kind AND u.name = d.name AND u.chain = d.chain
+        ORDER BY d.gid, d.uid""")
     scratch.commit()
-    counts = {"names": scratch.execute("SELECT count(*) FROM idx.names").fetchone()[0],
-              "projects": scratch.execute("SELECT count(*) FROM projects").fetchone()[0]}
+    ambiguous = scratch.execute("""
+        SELECT project, count(DISTINCT kind || ' ' || name) AS n FROM (
+          SELECT project, kind, name FROM alldefs GROUP BY project, kind, name, chain HAVING count(*) > 1)
+        GROUP BY project ORDER BY n DESC, project""").fetchall()
+    counts = {"names": scratch.execute("SELECT count(*) FROM idx.units").fetchone()[0],
+              "projects": scratch.execute("SELECT count(*) FROM projects").fetchone()[0],
+              "ambiguous_names": sum(n for _, n in ambiguous),
+              "ambiguous_by_project": dict(ambiguous[:AMBIGUOUS_LISTED])}
     scratch.execute("DETACH DATABASE idx")
     scratch.close()
     scratch_path.unlink()
@@ -197,24 +233,47 @@ def _init_index(path: Path) -> Path:
 
 
 class GlobalIndex:
-    """Lookups an emitting process makes: unique names, definitions' units and text (bounded caches)."""
+    """Lookups an emitting process makes: what a file sees, definitions by name, their units and text
+    (bounded caches)."""
 
     def __init__(self, path: str | os.PathLike):
         self.db = _connect(path, readonly=True)
-        self._unique: dict = {}
+        self._views: dict = {}
+        self._defs: dict = {}
         self._units: dict = {}
 
-    def unique(self, kind: str, name: str, rank: int):
-        key = (kind, name)
-        if key not in self._unique:
-            if len(self._unique) >= CACHE_ENTRIES:
-                self._unique.clear()
-            self._unique[key] = self.db.execute("SELECT r1, r2, gid, uid FROM names WHERE kind = ? AND name = ?",
-                                                key).fetchone()
-        row = self._unique[key]
-        if row is None or rank < row[0] or (row[1] is not None and rank >= row[1]):
-            return None
-        return row[2], row[3]
+    @staticmethod
+    def _cached(cache: dict, key, compute):
+        if key not in cache:
+            if len(cache) >= CACHE_ENTRIES:
+                cache.clear()
+            cache[key] = compute()
+        return cache[key]
+
+    def view(self, gid: int) -> tuple[str, tuple]:
+        """(the file's project, the other projects whose headers it includes)."""
+        def compute():
+            row = self.db.execute("SELECT project FROM files WHERE gid = ?", (gid,)).fetchone()
+            deps = self.db.execute("SELECT project FROM deps WHERE gid = ? ORDER BY project", (gid,)).fetchall()
+            return (row[0] if row else None), tuple(p for (p,) in deps)
+        return self._cached(self._views, gid, compute)
+
+    def defs(self, project: str, kind: str, name: str) -> list[tuple]:
+        """(gid, uid, qualification, owner) of every definition of `name` in `project`."""
+        key = (project, kind, name)
+        return self._cached(self._defs, key, lambda: self.db.execute(
+            "SELECT gid, uid, chain, owner FROM defs WHERE project = ? AND kind = ? AND name = ?", key).fetchall())
+
+    def resolve(self, kind: str, name: str, gid: int, qualifiers: tuple = (), context: tuple = ()):
+        """The one definition (gid, uid) of `name` that file `gid` sees (see the module doc), or None.
+        qualifiers: the use's scopes when always qualified; context: the classes the use sits in."""
+        project, deps = self.view(gid)
+        for tier in ((project,), deps):
+            rows = [row for p in tier for row in self.defs(p, kind, name)]
+            found = matching(rows, kind, qualifiers, context)
+            if found:
+                return found[0][:2] if len(found) == 1 else None
+        return None
 
     def _load(self, ref):
         if ref not in self._units:
@@ -223,8 +282,9 @@ class GlobalIndex:
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
             from nanodata.pipeline.chunking.units import Unit
 
-            kind, name, owner, scope, tokens, calls, types = pickle.loads(blob)
-            self._units[ref] = (Unit(kind, name, owner, scope, [], -1, 0, 0, tokens, calls=calls, types=types), text)
+            kind, name, owner, scope, tokens, calls, types, qualifiers = pickle.loads(blob)
+            self._units[ref] = (Unit(kind, name, owner, scope, [], -1, 0, 0, tokens, calls=calls, types=types,
+                                     qualifiers=qualifiers), text)
         return self._units[ref]
 
     def unit(self, ref):
@@ -232,3 +292,11 @@ class GlobalIndex:
 
     def text(self, ref) -> str:
         return self._load(ref)[1]
+
+
+def matching(rows: list[tuple], kind: str, qualifiers: tuple, context: tuple) -> list[tuple]:
+    """The definitions (gid, uid, qualification, owner) a use can mean (see the module doc)."""
+    if qualifiers:
+        named = [r for r in rows if set(qualifiers) & set(r[2].split("::"))]
+        return named or [r for r in rows if not r[2]]
+    return [r for r in rows if kind == "function" or not r[3] or r[3] in context]

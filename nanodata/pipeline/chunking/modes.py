@@ -5,8 +5,8 @@ dependencies first, the root last) and hand them to `Packer`, which owns the bud
 - basic:      a file that fits is one doc; else preamble + runs of whole units in source order.
 - dep-aware:  types and declarations, then functions callees-first (call levels, cycles after).
 - cross-file: each function bundled with the definitions it calls in other files (BFS to a depth,
-              only names with exactly one definition in the index).
-- project:    cross-file over project dirs, projects in #include order, index grown project by project.
+              only names that resolve to one definition its file can see: globalindex's rule).
+- project:    cross-file over project dirs, projects in #include order.
 - compilable: per root function: preamble, needed types in dependency order, functions callees-first;
               fallbacks drop cross-file functions, then reduce to preamble + named types + root.
 """
@@ -26,20 +26,19 @@ PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; it
 
 class Index:
     """What a Chunker looks up: the files it emits (whole, by gid) and, in global modes, the
-    definitions of every file of the run by simple name (a GlobalIndex on disk: names, ids and
-    the text of uniquely named definitions, never the whole corpus in memory)."""
+    definitions of every file of the run (a GlobalIndex on disk: names, ids and the text of
+    resolvable definitions, never the whole corpus in memory)."""
 
-    def __init__(self, files: dict[int, FileUnits], ranks: dict[int, int] | None = None, lookup=None):
+    def __init__(self, files: dict[int, FileUnits], lookup=None):
         self.files = files
-        self.ranks = ranks or {}   # project order: a name resolves among ranks <= the root's
         self.lookup = lookup
 
-    def rank(self, f: int) -> int:
-        return self.ranks.get(f, 0)
-
-    def unique(self, kind: str, name: str, rank: int):
-        """The one definition (file, unit) of `name` visible from `rank`, or None (absent or ambiguous)."""
-        return self.lookup.unique(kind, name, rank)
+    def resolve(self, kind: str, name: str, ref):
+        """The one definition (file, unit) that `name`, used in unit `ref`, means as seen from ref's
+        file (its project, then the projects it includes), or None (absent or ambiguous)."""
+        unit = self.unit(ref)
+        context = (unit.owner, unit.name) if unit.kind == "type" else (unit.owner,)
+        return self.lookup.resolve(kind, name, ref[0], unit.qualifiers.get((kind, name), ()), context)
 
     def unit(self, ref):
         fu = self.files.get(ref[0])
@@ -190,8 +189,7 @@ class Chunker:
         """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
         key = ("calls", root_file, ref)
         if key not in self._edges:
-            rank = self.index.rank(root_file)
-            found = (self.index.unique("function", name, rank) for name in self.index.unit(ref).calls)
+            found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
             self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
         return self._edges[key]
 
@@ -203,8 +201,7 @@ class Chunker:
 
     def needed_types(self, functions: list, closure: bool, root_file: int) -> list:
         """Type definitions the functions name (and, with closure, the types those types name), resolved
-        as seen from root_file: its own types first, then unique names in the index."""
-        rank = self.index.rank(root_file)
+        as seen from each unit's file: the root file's own types first, then the index."""
         local = self.local_types(root_file)
 
         def resolve(ref) -> list:
@@ -213,10 +210,10 @@ class Chunker:
                 unit = self.index.unit(ref)
                 out = []
                 for name in unit.types + ((unit.owner,) if unit.owner else ()):
-                    if name in local:
+                    if ref[0] == root_file and name in local:
                         out.extend(local[name])
                     else:
-                        target = self.index.unique("type", name, rank)
+                        target = self.index.resolve("type", name, ref)
                         if target is not None:
                             out.append(target)
                 self._edges[key] = [t for t in out if t != ref]

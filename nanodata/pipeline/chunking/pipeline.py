@@ -69,8 +69,8 @@ def _parse(src: SourceFile):
     return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic"), None
 
 
-def _chunker(files: dict, ranks: dict | None = None) -> Chunker:
-    return Chunker(_state["mode"], _state["budget"], _state["counter"], Index(files, ranks, _state.get("lookup")),
+def _chunker(files: dict) -> Chunker:
+    return Chunker(_state["mode"], _state["budget"], _state["counter"], Index(files, _state.get("lookup")),
                    _state["cross_depth"])
 
 
@@ -95,7 +95,7 @@ def _emit_file(row):
     """Global modes, pass 2: a stored file's docs, with the global index."""
     gid, source, _, size, syntax_errors, blob, rank = row
     fu = pickle.loads(blob)
-    return FileResult(gid, size, bool(syntax_errors), _chunker({gid: fu}, {gid: rank}).docs(gid, source), rank=rank)
+    return FileResult(gid, size, bool(syntax_errors), _chunker({gid: fu}).docs(gid, source), rank=rank)
 
 
 @dataclass
@@ -331,6 +331,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
         output.parent.mkdir(parents=True, exist_ok=True)
         writer = JsonlWriter(output, mode, append)
     bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
+    index_counts: dict = {}
     try:
         if mode not in GLOBAL_MODES:
             for docs in chunk_items(items, settings, workers, tally, bar):
@@ -340,7 +341,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
             shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
             work.mkdir()
             try:
-                _global_run(items, settings, workers, tally, bar, work, int(partition_mb * 2 ** 20), writer)
+                index_counts = _global_run(items, settings, workers, tally, bar, work, int(partition_mb * 2 ** 20),
+                                           writer)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         if tally.files_read == 0:
@@ -366,6 +368,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
         "files_per_s": round(tally.files_read / seconds, 1) if seconds else 0.0,
         "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
         "problems": counts["problems"],
+        # global modes: per project, names defined more than once with one qualification (never pulled)
+        **{k: index_counts[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in index_counts},
     }
     with disk_errors(output):
         writer.commit(summary)
@@ -378,14 +382,15 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
 
 
 def _global_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Path, partition_bytes: int,
-                writer: JsonlWriter) -> None:
-    """map (parse each partition) -> reduce (index) -> map (emit each partition) -> merge, in a temp dir."""
+                writer: JsonlWriter) -> dict:
+    """map (parse each partition) -> reduce (index) -> map (emit each partition) -> merge, in a temp dir.
+    Returns the index's counts."""
     stores = []
     for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
         stores.append(tmp / f"units-{number:05d}.sqlite")
         parse_items(part, settings, workers, stores[-1], tally, bar)
     index = tmp / "index.sqlite"
-    build_index(stores, index, settings["mode"], tmp)
+    counts = build_index(stores, index, settings["mode"], tmp)
     parts = []
     emitted = Tally()
     for number, store in enumerate(stores):
@@ -393,3 +398,4 @@ def _global_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
         store.unlink()
     merge_docs(parts, writer)
+    return counts

@@ -111,7 +111,7 @@ def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_b
     rel = str(record.get("path") or "")
     repo = str(record.get("repo") or "")
     source = "/".join(p for p in (repo, rel) if p) or f"{name}:{number}"
-    project = repo or (rel.split("/")[0] if "/" in rel else name)
+    project = repo or name  # a record without a repo belongs to its input file
     return SourceFile(gid, source, project, rel or source, text=text, size=size)
 
 

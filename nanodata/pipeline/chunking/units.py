@@ -60,7 +60,7 @@ def parser() -> Parser:
 class Unit:
     kind: str                   # preamble | decl | type | function
     name: str                   # simple name ("" for preamble/decl)
-    owner: str                  # class of an out-of-class method ("A" for A::f)
+    owner: str                  # class of an out-of-class method or nested type ("A" for A::f, class A::It)
     scope: tuple                # ((open text, tokens, close text, tokens), ...): namespaces / extern "C" around it
     segments: list[int]         # segment indices: leading comments, body, trailing comment
     body: int                   # the segment holding the code itself
@@ -71,6 +71,10 @@ class Unit:
     opener: int = -1            # with members: the `class X : Base {` segment; body is the `};` segment
     calls: tuple = ()           # simple names called, first occurrence order
     types: tuple = ()           # type names referenced, first occurrence order
+    # ("function" | "type", name) -> last scope components (`b` for a::b::f) of a name every use of
+    # which is qualified; a name used unqualified even once is absent (global lookups match by what
+    # the use names: `C::iterator` is not `path::iterator`)
+    qualifiers: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -132,9 +136,13 @@ def _function_name(node) -> tuple[str, str]:
     return name, _last_name(_strip_template_args(owner))
 
 
-def _type_name(node) -> str:
+def _type_name(node) -> tuple[str, str]:
+    """(name, owner) of a class/struct/enum: `class path::iterator {` is (iterator, path)."""
     name = node.child_by_field_name("name")
-    return _last_name(name.text.decode("utf-8", "replace")) if name is not None else ""
+    if name is None:
+        return "", ""
+    text = name.text.decode("utf-8", "replace")
+    return _last_name(text), _last_name(_strip_template_args(text).rpartition("::")[0])
 
 
 def classify(node, named: bool = True) -> tuple[str, str, str]:
@@ -150,11 +158,11 @@ def classify(node, named: bool = True) -> tuple[str, str, str]:
         if candidate is not None and candidate.type in TYPE_SPECIFIERS and candidate.child_by_field_name("body"):
             if not named:
                 return "type", "", ""
-            name = _type_name(candidate)
+            name, owner = _type_name(candidate)
             if not name and inner.type == "type_definition":  # typedef struct { ... } Name;
                 declarator = inner.child_by_field_name("declarator")
                 name = _last_name(declarator.text.decode("utf-8", "replace")) if declarator else ""
-            return "type", name, ""
+            return "type", name, owner
     if node.type in PREAMBLE_NODES and node.end_byte - node.start_byte <= MAX_PREAMBLE_ITEM_BYTES:
         return "preamble", "", ""
     return "decl", "", ""
@@ -377,22 +385,58 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     return texts
 
 
+def _is_field(parent, node, field_name: str) -> bool:
+    child = parent.child_by_field_name(field_name)
+    return child is not None and child.start_byte == node.start_byte and child.end_byte == node.end_byte
+
+
+def _type_qualifier(node) -> str:
+    """The last scope component qualifying a type name node (`b` in a::b::T, `vector` in
+    vector<int>::iterator), '' when unqualified. A scope is itself qualified by what qualifies
+    the name it scopes (`std` for the `vector` of std::vector<int>::iterator)."""
+    parent = node.parent
+    if parent is not None and parent.type == "template_type" and _is_field(parent, node, "name"):
+        node, parent = parent, parent.parent
+    if parent is not None and parent.type == "qualified_identifier" and _is_field(parent, node, "scope"):
+        node, parent = parent, parent.parent
+    if parent is None or parent.type != "qualified_identifier" or not _is_field(parent, node, "name"):
+        return ""
+    scope = parent.child_by_field_name("scope")
+    return _last_name(_strip_template_args(scope.text.decode("utf-8", "replace"))) if scope is not None else ""
+
+
+def _call_qualifier(text: str) -> str:
+    """`a::b::f` -> b, `X<int>::g` -> X; member calls (obj.f, p->f) and ::f are unqualified."""
+    if "." in text or "->" in text:
+        return ""
+    return _last_name(_strip_template_args(text).rpartition("::")[0])
+
+
 def _references(tree, units: list[Unit], data: bytes) -> None:
-    """Attach called names and referenced type names to the unit whose body contains them."""
+    """Attach called names and referenced type names to the unit whose body contains them, and the
+    qualifiers of the names only ever used qualified."""
     starts = [u.start for u in units]
     captures = QueryCursor(REFERENCES).captures(tree.root_node)
     found: dict[str, list[dict]] = {"call": [{} for _ in units], "type": [{} for _ in units]}
     for label, buckets in found.items():
         # captures come back in an order that varies from call to call: sort for determinism
-        spans = sorted((node.start_byte, node.end_byte) for node in captures.get(label, ()))
-        for start, end in spans:
+        nodes = sorted(captures.get(label, ()), key=lambda n: (n.start_byte, n.end_byte))
+        for node in nodes:
+            start, end = node.start_byte, node.end_byte
             i = bisect_right(starts, start) - 1
             if i >= 0 and end <= units[i].end:
-                buckets[i][data[start:end]] = None  # bytes: decode only the distinct names
+                raw = data[start:end]  # bytes: decode only the distinct names
+                qualifier = _call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else _type_qualifier(node)
+                buckets[i].setdefault(raw, set()).add(qualifier)
     for unit, calls, types in zip(units, found["call"], found["type"]):
-        names = dict.fromkeys(_last_name(raw.decode("utf-8", "replace")) for raw in calls)
-        unit.calls = tuple(n for n in names if n and n != unit.name)
-        unit.types = tuple(n for n in (raw.decode("utf-8", "replace") for raw in types) if n != unit.name)
+        qualifiers: dict[tuple, set] = {}
+        for raw, used in calls.items():
+            qualifiers.setdefault(("function", _last_name(raw.decode("utf-8", "replace"))), set()).update(used)
+        for raw, used in types.items():
+            qualifiers.setdefault(("type", raw.decode("utf-8", "replace")), set()).update(used)
+        unit.calls = tuple(name for kind, name in qualifiers if kind == "function" and name and name != unit.name)
+        unit.types = tuple(name for kind, name in qualifiers if kind == "type" and name != unit.name)
+        unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
 def parse_units(text: str, count_batch, with_references: bool = True) -> FileUnits:
