@@ -287,10 +287,10 @@ class _Builder:
             body = self.segment(node.start_byte, node.end_byte)
             unit = Unit(kind, name, owner, scope, self.pending + [body], body, node.start_byte, node.end_byte)
         else:
-            unit = self._class_unit(node, members_body, name, scope)
+            unit = self._class_unit(node, members_body, name, owner, scope)
         self._add(unit, _last_row(node))
 
-    def _class_unit(self, node, body, name: str, scope: tuple) -> Unit:
+    def _class_unit(self, node, body, name: str, owner: str, scope: tuple) -> Unit:
         """A class with its members as separate segments, so an oversized class splits between members."""
         leading = self.pending
         opener = self.segment(node.start_byte, body.start_byte + 1)
@@ -316,7 +316,7 @@ class _Builder:
             members.append(pending)
         closer = self.segment(body.end_byte - 1, node.end_byte)
         segments = leading + [opener] + [s for member in members for s in member] + [closer]
-        return Unit("type", name, "", scope, segments, closer, node.start_byte, node.end_byte,
+        return Unit("type", name, owner, scope, segments, closer, node.start_byte, node.end_byte,
                     members=members, opener=opener)
 
     @staticmethod
