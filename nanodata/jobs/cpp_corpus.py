@@ -191,7 +191,8 @@ def index(planned: dict) -> list[dict]:
         counts = build_index(range(plan_["partitions"]), local_index, plan_["params"]["mode"], tmp, fetch, release)
         storage.write_file(local_index, join(stage, "index", "index.sqlite"))
     write_json(join(stage, "index", SUMMARY), {"key": planned["key"], **counts})
-    log.info("index of build %s: %d names, %d projects", planned["key"], counts["names"], counts["projects"])
+    log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", planned["key"],
+             counts["names"], counts["projects"], counts["ambiguous_names"], counts["ambiguous_by_project"])
     return planned["chunk"]
 
 

@@ -65,4 +65,8 @@ def run(args: argparse.Namespace) -> int:
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "
           f"{s['files_per_s']} files/s, {s['mb_per_s']} MB/s -> {s['output']}")
+    if s.get("ambiguous_by_project"):  # global modes: names no lookup resolves (see OUTPUT.done for all)
+        top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
+        print(f"names defined twice with one qualification within a project (never pulled): "
+              f"{s['ambiguous_names']} ({top}{', ...' if len(s['ambiguous_by_project']) > 5 else ''})")
     return 0

@@ -182,10 +182,15 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     scratch.execute("CREATE INDEX alldefs_key ON alldefs(project, kind, name, chain)")
     # a file depends on the projects holding a header it includes (matched by path suffix), unless
     # its own project holds one: `#include "db.h"` in leveldb never means a vendored copy's db.h
+    # (matched once per distinct (project, include), then spread to the files that include it)
     scratch.execute("""
-        CREATE TABLE deps AS SELECT DISTINCT i.gid, s.project FROM incl i JOIN suffixes s ON s.suffix = i.path
+        CREATE TABLE heads AS SELECT DISTINCT i.project, i.path, s.project AS dep
+        FROM (SELECT DISTINCT project, path FROM incl) i JOIN suffixes s ON s.suffix = i.path
         WHERE s.project != i.project AND NOT EXISTS
           (SELECT 1 FROM suffixes own WHERE own.suffix = i.path AND own.project = i.project)""")
+    scratch.execute("CREATE INDEX heads_key ON heads(project, path)")
+    scratch.execute("""CREATE TABLE deps AS SELECT DISTINCT i.gid, h.dep AS project FROM incl i
+                       JOIN heads h ON h.project = i.project AND h.path = i.path""")
     _project_ranks(scratch, mode == "project")
     scratch.commit()
 
