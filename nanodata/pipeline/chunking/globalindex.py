@@ -245,6 +245,7 @@ class GlobalIndex:
         self.db = _connect(path, readonly=True)
         self._views: dict = {}
         self._defs: dict = {}
+        self._resolved: dict = {}
         self._units: dict = {}
 
     @staticmethod
@@ -272,7 +273,12 @@ class GlobalIndex:
     def resolve(self, kind: str, name: str, gid: int, qualifiers: tuple = (), context: tuple = ()):
         """The one definition (gid, uid) of `name` that file `gid` sees (see the module doc), or None.
         qualifiers: the use's scopes when always qualified; context: the classes the use sits in."""
-        project, deps = self.view(gid)
+        view = self.view(gid)
+        return self._cached(self._resolved, (view, kind, name, qualifiers, context),
+                            lambda: self._resolve(view, kind, name, qualifiers, context))
+
+    def _resolve(self, view: tuple, kind: str, name: str, qualifiers: tuple, context: tuple):
+        project, deps = view
         for tier in ((project,), deps):
             rows = [row for p in tier for row in self.defs(p, kind, name)]
             found = matching(rows, kind, qualifiers, context)
