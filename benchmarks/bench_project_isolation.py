@@ -12,6 +12,7 @@ named to sort after the project, so the exact dedupe (first occurrence wins) kee
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import shutil
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
 
-SITE = Path(__file__).resolve().parents[1] / ".venv/lib/python3.11/site-packages/torch/include"
+# real trees torch's wheel ships (found without importing torch)
+SITE = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include"
 
 
 def copy_tree(src: Path, dst: Path, mark: str | None = None) -> None:
