@@ -183,3 +183,21 @@ def test_output_identical_for_any_partition_size_and_workers(trees, tmp_path):
                        partition_mb=partition_mb, workers=workers)
         outputs.add(out.read_bytes())
     assert len(outputs) == 1
+
+
+def test_each_jsonl_input_is_a_project(tmp_path):
+    """Records without a repo belong to their input file: two inputs defining the same helper each
+    pull their own (corpus-wide, the name would be ambiguous and pulled by neither)."""
+    import json
+
+    inputs = []
+    for name, body in [("a.jsonl", "return v + 1;"), ("b.jsonl", "return v * 2;")]:
+        records = [{"text": f"int helper(int v) {{ {body} }}\n", "path": "src/helper.cpp"},
+                   {"text": "int top(int v) { return helper(v); }\n", "path": "src/top.cpp"}]
+        inputs.append(tmp_path / name)
+        inputs[-1].write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out.jsonl"
+    summary = chunk_to_jsonl(out, inputs=inputs, mode="cross-file", max_tokens=400)
+    tops = [d["text"] for d in read_docs(out) if "int top(" in d["text"]]  # a.jsonl's, then b.jsonl's
+    assert len(tops) == 2 and "return v + 1;" in tops[0] and "return v * 2;" in tops[1]
+    assert summary["ambiguous_names"] == 0
