@@ -11,10 +11,11 @@ import tempfile
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.dataset import COMPLETE
+from nanodata.corpus.layout import COMPLETE, read_latest
 from nanodata.errors import NanodataError
-from nanodata.jobs.cpp_corpus import LATEST
-from nanodata.storage import fetch_dir, is_gcs, join_uri as join, put_dir, read_json
+
+from nanodata.corpus import fetch_dir, put_dir
+from nanodata.storage import is_gcs, join_uri as join, read_json
 
 
 def resolve_corpus(corpus: str | None, dest: str | None, event_extras: list[dict] = ()) -> str:
@@ -24,10 +25,10 @@ def resolve_corpus(corpus: str | None, dest: str | None, event_extras: list[dict
     uris = [e["uri"] for e in event_extras if e and e.get("uri")]
     if uris:
         return uris[-1]
-    latest = read_json(join(dest, LATEST)) if dest else None
-    if not latest:
+    latest = read_latest(dest) if dest else None
+    if latest is None:
         raise NanodataError("corpus: give a corpus URI, or a destination holding latest.json (none found)")
-    return latest["uri"]
+    return latest.uri
 
 
 def derived_uri(corpus: str, kind: str, suffix: str) -> str:

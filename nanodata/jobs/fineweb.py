@@ -12,10 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.dataset import COMPLETE, open_parquet, read_texts
+from nanodata.corpus.layout import COMPLETE
+from nanodata.dataset import open_parquet, read_texts
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.storage import join_uri as join, put_dir
+from nanodata.corpus import put_dir
+from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ import google_crc32c
 from nanodata.errors import NanodataError
 
 BLOCK = 1 << 20
+COMPLETE = "_COMPLETE"  # a directory's commit marker: written last, so its presence means every file is whole
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 

@@ -18,7 +18,7 @@ import pytest
 from corpus import make_docs, write_parquet
 from foundation.fault_server import FaultServer
 from loader_helpers import assert_same_batches, small_bestfit, take, write_manifest, write_manifest_corpus
-from nanodata import storage
+from nanodata import corpus, storage
 from nanodata.errors import NanodataError
 from nanodata.loader import remote
 from nanodata.storage.files import file_digest
@@ -26,7 +26,7 @@ from nanodata.storage.gcs import gcs_client
 
 
 def upload(local, uri):
-    storage.sync(local, uri)
+    corpus.sync(local, uri)
     return local, uri
 
 
@@ -94,7 +94,7 @@ def replace_object(local, uri, name, docs):
         if entry["name"] == name:
             entry["crc32c"] = file_digest(local / name, "crc32c")
     (local / "manifest.json").write_text(json.dumps(manifest))
-    storage.sync(local, uri)
+    corpus.sync(local, uri)
 
 
 def cache_files(cache_dir) -> set[str]:
