@@ -18,7 +18,7 @@ import pytest
 from corpus import make_docs, write_parquet
 from foundation.fault_server import FaultServer
 from loader_helpers import assert_same_batches, small_bestfit, take, write_manifest, write_manifest_corpus
-from nanodata import corpus, storage
+from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError
 from nanodata.loader import remote
 from nanodata.storage.files import file_digest
@@ -38,7 +38,7 @@ def text_chunks(uri: str, names) -> dict[str, int]:
     """{"read URI/NAME bytes A-B": size} of every row group's text column chunk: how a retried read is named."""
     chunks = {}
     for name in names:
-        handle = remote.open_object(f"{uri}/{name}")
+        handle = dataset.open_object(f"{uri}/{name}")
         for rg_idx in range(handle.num_row_groups):
             start, stop = handle.chunk(rg_idx)
             chunks[f"read {uri}/{name} bytes {start}-{stop - 1}"] = stop - start
