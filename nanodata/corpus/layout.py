@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from nanodata.errors import NanodataError
 from nanodata.storage.files import COMPLETE
-from nanodata.storage.uri import join_uri, read_bytes, write_json
+from nanodata.storage.uri import exists, join_uri, read_bytes, write_bytes, write_json
 
 MANIFEST = "manifest.json"
 LATEST = "latest.json"
@@ -25,7 +25,17 @@ VAL_NAME = "val_shard.parquet"
 MANIFEST_VERSION = 1
 
 __all__ = ["COMPLETE", "LATEST", "MANIFEST", "MANIFEST_VERSION", "VAL_NAME", "Latest", "Manifest", "ShardEntry",
-           "is_parquet_name", "read_latest", "shard_name", "split_names", "write_latest"]
+           "is_complete", "is_parquet_name", "mark_complete", "read_latest", "shard_name", "split_names", "write_latest"]
+
+
+def is_complete(location) -> bool:
+    """The directory (a local path or gs:// URI) was committed: its _COMPLETE is there."""
+    return exists(join_uri(str(location), COMPLETE))
+
+
+def mark_complete(location) -> None:
+    """Commit a directory: the last write, after every file it holds and its manifest."""
+    write_bytes(join_uri(str(location), COMPLETE), b"")
 
 
 def shard_name(index: int) -> str:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from nanodata import storage
-from nanodata.corpus.layout import COMPLETE, read_latest
+from nanodata.corpus.layout import is_complete, mark_complete, read_latest
 from nanodata.errors import NanodataError
 
 from nanodata.corpus import fetch_dir, put_dir
@@ -39,7 +38,7 @@ def derived_uri(corpus: str, kind: str, suffix: str) -> str:
 
 
 def _done(uri: str) -> bool:
-    return storage.exists(join(uri, COMPLETE))
+    return is_complete(uri)
 
 
 def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: int = 10_000) -> dict:
@@ -51,7 +50,7 @@ def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: in
         with tempfile.TemporaryDirectory(prefix="nanodata-tokenizer-") as tmp:
             data = fetch_dir(corpus, Path(tmp) / "corpus")
             out = train(data, vocab_size, Path(tmp) / "tokenizer", max_chars=max_chars, doc_cap=doc_cap)
-            (out / COMPLETE).touch()
+            mark_complete(out)
             put_dir(out, out_uri)
     return {"uri": out_uri, "corpus": corpus, "vocab_size": vocab_size}
 
@@ -70,7 +69,7 @@ def pretokenize(corpus: str, tokenizer: str, *, shard_tokens: int, workers: int 
             spec = str(fetch_dir(tokenizer, Path(tmp) / "tokenizer")) if _is_uri_dir(tokenizer) else tokenizer
             out = Path(tmp) / "tokens"
             meta = run(data, spec, out, shard_tokens=shard_tokens, workers=workers, progress=False)
-            (out / COMPLETE).touch()
+            mark_complete(out)
             put_dir(out, out_uri)
     return {"uri": out_uri, "corpus": corpus, "docs": meta["docs"], "tokens": meta["tokens"],
             "shards": len(meta["shards"])}

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.corpus.layout import COMPLETE
+from nanodata.corpus.layout import mark_complete
 from nanodata.dataset import open_parquet, read_texts
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
@@ -56,6 +56,6 @@ def finalize(dest: str, num_shards: int, batches: list[dict]) -> dict:
     missing = [shard_name(i) for i in range(num_shards) if not storage.exists(join(dest, shard_name(i)))]
     if missing:
         raise RuntimeError(f"{dest}: {len(missing)} shard(s) missing after download, e.g. {missing[0]}")
-    storage.write_bytes(join(dest, COMPLETE), b"")
+    mark_complete(dest)
     return {"uri": dest, "shards": num_shards, "downloaded": sum(b["downloaded"] for b in batches),
             "downloaded_bytes": sum(b["bytes"] for b in batches)}

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nanodata.corpus import fetch_dir, put_dir
-from nanodata.corpus.layout import COMPLETE, MANIFEST, Manifest
+from nanodata.corpus.layout import MANIFEST, Manifest, is_complete
 from nanodata.dataset import open_parquet, read_manifest, read_texts, split_files
 from nanodata.errors import NanodataError
 from nanodata.storage import exists, is_gcs, join_uri
@@ -214,7 +214,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     return {
         "format": REPORT_FORMAT,
         "build": uri or str(build_dir.resolve()),
-        "complete": (build_dir / COMPLETE).exists(),
+        "complete": is_complete(build_dir),
         "source_fingerprint": source_fingerprint(build_dir),
         "manifest": _manifest_summary(read_manifest(build_dir)),
         "docs": int(lengths.size),
