@@ -37,14 +37,13 @@ import weakref
 from concurrent.futures import Future
 from pathlib import Path
 
-import google_crc32c
 
 from nanodata.corpus.layout import COMPLETE, MANIFEST, split_names
 from nanodata.dataset import (RemoteParquet, corpus_location, files_for_split, footer_digest,
                               list_parquet_files, manifest_checksums, open_parquet, parquet_fingerprint, read_manifest,
                               read_texts)
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_write, temp_name
+from nanodata.storage.files import atomic_write, crc32c_name, temp_name
 from nanodata.storage.gcs import Bucket, ObjectInfo, replaced
 from nanodata.storage.retry import one_line
 
@@ -377,14 +376,14 @@ class RowGroupCache:
             data = path.read_bytes()
         except OSError:
             data = None
-        if data is not None and len(data) == size and _crc(data) == crc:
+        if data is not None and len(data) == size and crc32c_name(data) == crc:
             return data
         log.warning("nanodata loader cache: %s is damaged; fetching it again", path)
         self._evict([key])
         return None
 
     def put(self, key: tuple[str, str, int], data: bytes) -> None:
-        crc = _crc(data)
+        crc = crc32c_name(data)
         path = self.dir / f"{key[0]}-{key[1]}-{key[2]}-{crc}.rg"
         with self.lock:
             if self.failed or key in self.entries or key in self.writing or self.used + len(data) > self.limit:
@@ -430,7 +429,3 @@ class RowGroupCache:
                 entry[0].unlink(missing_ok=True)
                 with self.lock:  # only once the file is gone, so that the bound holds on disk meanwhile
                     self.used -= entry[1]
-
-
-def _crc(data: bytes) -> str:
-    return f"{google_crc32c.value(data):08x}"

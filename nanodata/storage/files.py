@@ -111,6 +111,11 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
     return finish()
 
 
+def crc32c_name(data: bytes) -> str:
+    """The crc32c of bytes in hand as 8 hex digits, for file names (base64, GCS's form, may hold '/')."""
+    return f"{google_crc32c.value(data):08x}"
+
+
 def check_output_dir(path: str | os.PathLike, option: str) -> None:
     """Before any work: `path` is a directory, or one can be made there (no file in the way, writable)."""
     path = Path(path)
