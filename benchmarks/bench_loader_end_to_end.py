@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from loader_bench_common import WORDS, published_loader, write_parquet
-from nanodata import storage
+from nanodata import corpus
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 from nanodata.testing.emulator import GcsEmulator
 from nanodata.tokenizer import load
@@ -134,7 +134,7 @@ def main():
             os.environ["STORAGE_EMULATOR_HOST"] = emulator.host
             emulator.create_bucket("bench")
             uri = "gs://bench/corpus"
-            storage.sync(data_dir, uri)
+            corpus.sync(data_dir, uri)
             for _ in range(ROUNDS):  # each figure the best of the rounds
                 for where, location in (("local", data_dir), ("gcs", uri)):
                     seconds, first, last = timed_ours(tokenizer, location)

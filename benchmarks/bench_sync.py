@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nanodata import storage
+from nanodata import corpus
 from nanodata.testing.emulator import GcsEmulator
 
 N_FILES = 200
@@ -35,7 +35,7 @@ def make_corpus(root: Path) -> int:
 
 def timed_sync(src: Path, dst: str, workers: int) -> tuple[float, dict]:
     started = time.perf_counter()
-    totals = storage.sync(src, dst, workers=workers)
+    totals = corpus.sync(src, dst, workers=workers)
     return time.perf_counter() - started, totals
 
 

@@ -142,9 +142,10 @@ def nanodata_cpp_corpus():
     @task
     def report(published: dict, where: dict, params=None) -> str:
         from nanodata.jobs import cpp_corpus
+        from nanodata.report.corpus_report import report_build
 
-        uri = cpp_corpus.report(where["destination"], published["key"], tokenizer=params["tokenizer"],
-                                stage=published["stage"], max_tokens=params["max_tokens"])
+        uri = report_build(published["uri"], tokenizer=params["tokenizer"], max_tokens=params["max_tokens"],
+                           partitions=cpp_corpus.partition_counts(published["stage"]))
         log_report(uri, published["uri"])
         return uri
 

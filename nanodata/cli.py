@@ -21,7 +21,7 @@ COMMANDS = {
     "pretokenize": ("nanodata.pipeline.pretokenize", "tokenize a parquet corpus into .npy token shards (DataLoaderLite)"),
     "chunk": ("nanodata.pipeline.chunking.cli", "chunk C++ sources at function boundaries into JSONL docs"),
     "to-parquet": ("nanodata.pipeline.to_parquet", "convert chunker JSONL into shuffled parquet shards + manifest"),
-    "sync": ("nanodata.storage.dirsync", "copy a corpus between a local dir and gs://bucket/prefix"),
+    "sync": ("nanodata.corpus.dirsync", "copy a corpus between a local dir and gs://bucket/prefix"),
     "report": ("nanodata.report.corpus_report", "write a build report (counts, plots) for a corpus directory"),
 }
 

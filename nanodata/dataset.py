@@ -1,24 +1,25 @@
 """Pretraining shards: parquet files with a `text` column, in a local directory or under gs://bucket/prefix.
 
-Which file is validation: a `manifest.json` (written by `nanodata to-parquet`) decides;
-else a file named `val*.parquet`; else the nanochat convention, the last file by name.
-A gs:// prefix is read in place (nanodata.loader.remote): its objects directly under the prefix are its
+Which file is validation: nanodata.corpus.layout's rule (the manifest, else `val*.parquet`, else the last file).
+A gs:// prefix is read in place (RemoteParquet here; the loader adds read-ahead and a cache): its objects directly under the prefix are its
 files; the functions here return their URIs (str) where a local directory gives Paths.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import io
 import os
 from pathlib import Path, PurePosixPath
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from nanodata.corpus.layout import MANIFEST, Manifest, is_parquet_name, split_names
 from nanodata.errors import NanodataError
+from nanodata.storage.gcs import Bucket, ObjectInfo, parse_gs
+from nanodata.storage.uri import read_bytes
 
-MANIFEST = "manifest.json"
-COMPLETE = "_COMPLETE"
 DEFAULT_DATA_DIR = Path.home() / ".cache" / "nanodata" / "base_data"
 
 
@@ -29,8 +30,6 @@ def default_data_dir() -> Path:
 def corpus_location(data_dir: str | os.PathLike | None = None) -> Path | str:
     """A local directory as a Path; gs://bucket/prefix as the str 'gs://bucket/prefix' (no trailing slash).
     None: $NANODATA_DATA_DIR (which may be gs:// too), else ~/.cache/nanodata/base_data."""
-    from nanodata.storage import parse_gs
-
     data_dir = os.fspath(data_dir if data_dir is not None else os.environ.get("NANODATA_DATA_DIR", DEFAULT_DATA_DIR))
     gs = parse_gs(data_dir)
     if gs is None:
@@ -48,71 +47,35 @@ def list_parquet_files(data_dir: str | os.PathLike | None = None) -> list[Path] 
     """All finished parquet files, sorted by name (partials end in .tmp and are never listed)."""
     location = corpus_location(data_dir)
     if isinstance(location, str):
-        from nanodata.loader.remote import Bucket
-
-        return [in_dir(location, name) for name in sorted(Bucket(location).list()) if name.endswith(".parquet")]
+        return [in_dir(location, name) for name in sorted(Bucket(location).list()) if is_parquet_name(name)]
     if not location.is_dir():
         raise NanodataError(f"data dir {location} does not exist")
-    return sorted(p for p in location.iterdir() if p.suffix == ".parquet" and p.is_file())
+    return sorted(p for p in location.iterdir() if is_parquet_name(p.name) and p.is_file())
 
 
-def read_manifest(data_dir: str | os.PathLike) -> dict | None:
+def read_manifest(data_dir: str | os.PathLike) -> Manifest | None:
+    """The corpus's manifest.json, checked (nanodata.corpus.layout), or None when it has none."""
     location = corpus_location(data_dir)
     path = in_dir(location, MANIFEST)
     if isinstance(location, str):
-        from nanodata.storage import read_bytes
-
-        text = read_bytes(path)
+        data = read_bytes(path)
     else:
-        text = path.read_bytes() if path.is_file() else None
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise NanodataError(f"{path}: invalid JSON ({exc})") from None
-
-
-def split_names(names: list[str], manifest: dict | None, where, *, explicit_val: bool = False
-                ) -> tuple[list[str], list[str]]:
-    """The train/val rule over the sorted parquet file names of one directory: (train names, val names).
-    explicit_val: val only from the manifest or val*.parquet, never the last file (a corpus still growing)."""
-    if manifest is not None:
-        train, val = _manifest_entries(where, manifest)
-        return sorted(entry["name"] for entry in train), [entry["name"] for entry in val]
-    val = [name for name in names if name.startswith("val")]
-    if val or explicit_val:
-        return [name for name in names if name not in val], val
-    return names[:-1], names[-1:]
+        data = path.read_bytes() if path.is_file() else None
+    return None if data is None else Manifest.from_bytes(data, str(path))
 
 
 def split_files(data_dir: str | os.PathLike | None = None) -> tuple[list[Path], list[Path]]:
     """(train files, val files), each sorted by name (URIs for a gs:// prefix)."""
     location = corpus_location(data_dir)
     names = [PurePosixPath(path).name for path in list_parquet_files(location)]
-    train, val = split_names(names, read_manifest(location), location)
+    train, val = split_names(names, read_manifest(location))
     return [in_dir(location, name) for name in train], [in_dir(location, name) for name in val]
-
-
-def _manifest_entries(data_dir: Path | str, manifest) -> tuple[list[dict], list[dict]]:
-    """A manifest's (train, val) file entries, each a dict with a str name."""
-    try:
-        train, val = list(manifest["shards"]), [manifest["val"]] if manifest.get("val") else []
-        if all(isinstance(entry["name"], str) for entry in train + val):
-            return train, val
-        problem = "a name that is not a string"
-    except (KeyError, TypeError, AttributeError) as exc:
-        problem = f"{type(exc).__name__}: {exc}"
-    raise NanodataError(f"{in_dir(data_dir, MANIFEST)}: malformed, expected shards[].name and val.name ({problem})")
 
 
 def manifest_checksums(data_dir: Path | str) -> dict[str, str]:
     """{file name: crc32c} of the files a manifest.json lists with a checksum; empty without a manifest."""
     manifest = read_manifest(data_dir)
-    if manifest is None:
-        return {}
-    train, val = _manifest_entries(data_dir, manifest)
-    return {entry["name"]: entry["crc32c"] for entry in train + val if isinstance(entry.get("crc32c"), str)}
+    return {} if manifest is None else manifest.checksums()
 
 
 FOOTER_GUESS = 64 * 1024  # bytes read from a file's end to find its footer: one read for nearly every file
@@ -142,8 +105,6 @@ def parquet_fingerprint(path: Path | str) -> tuple[int, str]:
     """(size in bytes, digest of the parquet footer): cheap to take, and it changes when a file is rewritten,
     since the footer records every row group's row count, byte sizes and min/max values."""
     if isinstance(path, str) and path.startswith("gs://"):
-        from nanodata.loader.remote import open_object
-
         obj = open_object(path)
         return obj.info.size, footer_digest(obj.tail)
     try:
@@ -176,8 +137,6 @@ def files_for_split(split: str, data_dir: str | os.PathLike | None = None) -> li
 
 def open_parquet(path: Path | str) -> pq.ParquetFile:
     if isinstance(path, str) and path.startswith("gs://"):
-        from nanodata.loader.remote import open_object
-
         return open_object(path).parquet_file()
     try:
         return pq.ParquetFile(path)
@@ -208,3 +167,76 @@ def parquets_iter_batched(split: str, start: int = 0, step: int = 1, data_dir: s
         pf = open_parquet(path)
         for rg_idx in range(start, pf.num_row_groups, step):
             yield read_texts(pf, path, rg_idx)
+
+
+# -- parquet objects in a bucket, read by ranges ---------------------------------------------------------------
+class RemoteParquet:
+    """An opened parquet object: its pinned version, footer and the byte range of each row group's text."""
+
+    def __init__(self, bucket: Bucket, name: str, info: ObjectInfo):
+        self.bucket, self.name, self.info = bucket, name, info
+        self.label = bucket.label(name)
+        self.tail_start, self.tail = read_tail(lambda a, b: bucket.read(name, info, a, b), info.size, self.label)
+        try:
+            self.metadata = pq.read_metadata(pa.BufferReader(self.tail))
+        except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for a corrupt footer
+            raise NanodataError(f"{self.label}: not a readable parquet file ({exc})") from None
+        self.num_row_groups = self.metadata.num_row_groups
+        self._text = next((j for j in range(self.metadata.num_columns)
+                           if self.metadata.schema.column(j).path == "text"), None)
+
+    def chunk(self, rg_idx: int) -> tuple[int, int]:
+        """Bytes [start, stop) of row group rg_idx's text column; (0, 0) without one (read_texts names it)."""
+        if self._text is None:
+            return 0, 0
+        column = self.metadata.row_group(rg_idx).column(self._text)
+        offsets = [column.data_page_offset, *([column.dictionary_page_offset] if column.has_dictionary_page else [])]
+        start = min(offset for offset in offsets if offset > 0)
+        return start, start + column.total_compressed_size
+
+    def parquet_file(self, pieces: dict[int, bytes] | None = None) -> pq.ParquetFile:
+        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs."""
+        pieces = {**(pieces or {}), self.tail_start: self.tail}
+        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b))
+        return pq.ParquetFile(pa.PythonFile(reader, mode="r"), metadata=self.metadata)
+
+
+def open_object(uri: str) -> RemoteParquet:
+    """A gs:// parquet object opened at its current version (nanodata.dataset's gs:// paths)."""
+    directory, _, name = uri.rpartition("/")
+    bucket = Bucket(directory)
+    info = bucket.stat(name)
+    if info is None:
+        raise NanodataError(f"{uri}: no such object")
+    return RemoteParquet(bucket, name, info)
+
+
+class _PiecesFile(io.RawIOBase):
+    """A random-access file of `size` bytes made of fetched pieces; a read no piece covers is fetched."""
+
+    def __init__(self, size: int, pieces: dict[int, bytes], fetch):
+        self.size, self.pieces, self.fetch, self.pos = size, pieces, fetch, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = (offset, self.pos + offset, self.size + offset)[whence]
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, out) -> int:
+        n = max(0, min(len(out), self.size - self.pos))
+        stop = self.pos + n
+        data = next((piece[self.pos - start:stop - start] for start, piece in self.pieces.items()
+                     if start <= self.pos and stop <= start + len(piece)), None)
+        if data is None:
+            data = self.fetch(self.pos, stop)
+        out[:n] = data
+        self.pos = stop
+        return n

@@ -106,7 +106,7 @@ def main() -> int:
     described = make_source(OUT / "source")
     print(f"[1/4] source: {described}")
 
-    from nanodata import storage
+    from nanodata import corpus, storage
     from nanodata.testing.emulator import GcsEmulator
 
     with GcsEmulator(root=OUT / "gcs") as emulator:
@@ -121,7 +121,7 @@ def main() -> int:
             return 1
         latest = json.loads(storage.read_bytes(f"{DEST}/latest.json"))
         local = OUT / "corpus"
-        storage.sync(latest["uri"], str(local))
+        corpus.sync(latest["uri"], str(local))
 
     tokens, rate = stream(local)
     report = json.loads((local / "report" / "report.json").read_text())
@@ -149,8 +149,8 @@ def shards_line(build: Path) -> str:
     from nanodata.dataset import read_manifest
 
     manifest = read_manifest(build)
-    val = manifest.get("val")
-    return f"{len(manifest['shards'])} train + {1 if val else 0} val ({val['name'] if val else 'none'})"
+    val = manifest.val
+    return f"{len(manifest.shards)} train + {1 if val else 0} val ({val.name if val else 'none'})"
 
 
 if __name__ == "__main__":

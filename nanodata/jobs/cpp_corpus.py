@@ -25,14 +25,14 @@ from nanodata import storage
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.corpus.layout import COMPLETE, MANIFEST, Latest, read_latest, write_latest
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
-from nanodata.storage import fetch_dir, is_gcs, join_uri as join, put_dir, read_json, write_json
+from nanodata.corpus import fetch_dir, put_dir
+from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
 
 log = logging.getLogger(__name__)
 
-LATEST = "latest.json"
 PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, batch bounds; written last
 DOCS = "docs.jsonl"
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
@@ -75,8 +75,8 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
     inputs = list_inputs(source)
     key = build_key(inputs, params)
     stage = stage_uri(dest, key, partition_mb)
-    latest = read_json(join(dest, LATEST)) or {}
-    if storage.exists(join(build_uri(dest, key), COMPLETE)) and latest.get("key") == key:
+    latest = read_latest(dest)
+    if storage.exists(join(build_uri(dest, key), COMPLETE)) and latest is not None and latest.key == key:
         log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
         return {"key": key, "stage": stage, "parse": [], "chunk": []}
     planned = read_json(join(stage, PLAN))
@@ -315,29 +315,14 @@ def publish(dest: str, stage: str, key: str) -> dict:
             "tokens": merged.get("tokens"),
             "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
             "duplicates_dropped": merged.get("duplicates_dropped")}
-    latest_uri = join(dest, LATEST)
-    if (read_json(latest_uri) or {}).get("key") != key:
-        write_json(latest_uri, {**info, "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    latest = read_latest(dest)
+    if latest is None or latest.key != key:
+        published = {k: v for k, v in info.items() if k not in ("key", "uri")}
+        write_latest(dest, Latest(key=key, uri=target, info={
+            **published, "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
     return info
 
 
-def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | None = None,
-           max_tokens: int | None = None) -> str:
-    """Write the build report next to the shards (builds/<key>/report/); returns its index.html URI.
-    With the build's stage, the report also shows what each partition's chunk task counted; with the
-    build's max_tokens, its length histogram ends there and its crop table adds T = max_tokens."""
-    from nanodata.report.corpus_report import INDEX_HTML, PLOTS, REPORT_DIR, REPORT_JSON, write_report
-
-    target = build_uri(dest, key)
-    report_uri = join(target, REPORT_DIR)
-    if all(storage.exists(join(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
-        return join(report_uri, INDEX_HTML)
-    partitions = ((read_json(join(stage, "merged", SUMMARY)) or {}).get("partitions") if stage else None)
-    if not is_gcs(target):
-        return str(write_report(target, tokenizer=tokenizer, partitions=partitions, max_tokens=max_tokens))
-    with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
-        local = fetch_dir(target, Path(tmp) / "build")
-        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions,
-                             max_tokens=max_tokens, uri=target)  # the report names the build, not this copy
-        put_dir(index.parent, report_uri)
-    return join(report_uri, INDEX_HTML)
+def partition_counts(stage: str) -> list | None:
+    """What each partition's chunk task counted, for the build's report (nanodata.report.corpus_report)."""
+    return (read_json(join(stage, "merged", SUMMARY)) or {}).get("partitions")

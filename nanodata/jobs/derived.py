@@ -10,11 +10,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from nanodata import storage
-from nanodata.dataset import COMPLETE
+from nanodata.corpus.layout import is_complete, mark_complete, read_latest
 from nanodata.errors import NanodataError
-from nanodata.jobs.cpp_corpus import LATEST
-from nanodata.storage import fetch_dir, is_gcs, join_uri as join, put_dir, read_json
+
+from nanodata.corpus import fetch_dir, put_dir
+from nanodata.storage import is_gcs, join_uri as join, read_json
 
 
 def resolve_corpus(corpus: str | None, dest: str | None, event_extras: list[dict] = ()) -> str:
@@ -24,10 +24,10 @@ def resolve_corpus(corpus: str | None, dest: str | None, event_extras: list[dict
     uris = [e["uri"] for e in event_extras if e and e.get("uri")]
     if uris:
         return uris[-1]
-    latest = read_json(join(dest, LATEST)) if dest else None
-    if not latest:
+    latest = read_latest(dest) if dest else None
+    if latest is None:
         raise NanodataError("corpus: give a corpus URI, or a destination holding latest.json (none found)")
-    return latest["uri"]
+    return latest.uri
 
 
 def derived_uri(corpus: str, kind: str, suffix: str) -> str:
@@ -38,7 +38,7 @@ def derived_uri(corpus: str, kind: str, suffix: str) -> str:
 
 
 def _done(uri: str) -> bool:
-    return storage.exists(join(uri, COMPLETE))
+    return is_complete(uri)
 
 
 def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: int = 10_000) -> dict:
@@ -50,7 +50,7 @@ def train_tokenizer(corpus: str, vocab_size: int, *, max_chars: int, doc_cap: in
         with tempfile.TemporaryDirectory(prefix="nanodata-tokenizer-") as tmp:
             data = fetch_dir(corpus, Path(tmp) / "corpus")
             out = train(data, vocab_size, Path(tmp) / "tokenizer", max_chars=max_chars, doc_cap=doc_cap)
-            (out / COMPLETE).touch()
+            mark_complete(out)
             put_dir(out, out_uri)
     return {"uri": out_uri, "corpus": corpus, "vocab_size": vocab_size}
 
@@ -69,7 +69,7 @@ def pretokenize(corpus: str, tokenizer: str, *, shard_tokens: int, workers: int 
             spec = str(fetch_dir(tokenizer, Path(tmp) / "tokenizer")) if _is_uri_dir(tokenizer) else tokenizer
             out = Path(tmp) / "tokens"
             meta = run(data, spec, out, shard_tokens=shard_tokens, workers=workers, progress=False)
-            (out / COMPLETE).touch()
+            mark_complete(out)
             put_dir(out, out_uri)
     return {"uri": out_uri, "corpus": corpus, "docs": meta["docs"], "tokens": meta["tokens"],
             "shards": len(meta["shards"])}

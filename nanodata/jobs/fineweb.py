@@ -12,10 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.dataset import COMPLETE, open_parquet, read_texts
+from nanodata.corpus.layout import mark_complete
+from nanodata.dataset import open_parquet, read_texts
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.storage import join_uri as join, put_dir
+from nanodata.corpus import put_dir
+from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,6 @@ def finalize(dest: str, num_shards: int, batches: list[dict]) -> dict:
     missing = [shard_name(i) for i in range(num_shards) if not storage.exists(join(dest, shard_name(i)))]
     if missing:
         raise RuntimeError(f"{dest}: {len(missing)} shard(s) missing after download, e.g. {missing[0]}")
-    storage.write_bytes(join(dest, COMPLETE), b"")
+    mark_complete(dest)
     return {"uri": dest, "shards": num_shards, "downloaded": sum(b["downloaded"] for b in batches),
             "downloaded_bytes": sum(b["bytes"] for b in batches)}

@@ -21,8 +21,7 @@ from nanodata import storage
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
 from nanodata.errors import NanodataError
 from nanodata.storage import is_gcs, join_uri as join
-from nanodata.storage.gcs import TIMEOUT
-from nanodata.storage.retry import with_retries
+from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +32,8 @@ def _top_level(source: str) -> list[str]:
     """Names of the files directly in a local dir or gs:// prefix."""
     if not is_gcs(source):
         return sorted(e.name for e in os.scandir(source) if e.is_file())
-    bucket, prefix = storage.parse_gs(source.rstrip("/") + "/")
-    blobs = with_retries(lambda: list(storage.gcs_client().list_blobs(
-        bucket, prefix=prefix, delimiter="/", retry=None, timeout=TIMEOUT)), f"list {source}")
-    return sorted(b.name[len(prefix):] for b in blobs)
+    _, prefix = storage.parse_gs(source.rstrip("/") + "/")
+    return sorted(b.name[len(prefix):] for b in list_blobs(source, delimiter="/"))
 
 
 def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS) -> tuple[str, int, int]:

@@ -1,6 +1,7 @@
 """nanodata's distributed pretraining loaders (drop-in for nanochat's): parquet -> tokens -> (B, T) batches.
 
-source.py reads this rank's documents, packing.py packs them best-fit, loader.py ties them to the device.
+source.py reads this rank's documents, packing.py packs them best-fit, loader.py ties them to the device;
+config.py holds the settings (LoaderConfig) the loaders check once.
 The loaders are imported on first use, so `nanodata.loader.packing` (used by the build report) needs no torch.
 """
 
@@ -10,7 +11,9 @@ LOADERS = ("tokenizing_distributed_data_loader_with_state_bos_bestfit",
            "tokenizing_distributed_data_loader_bos_bestfit",
            "tokenizing_distributed_data_loader_with_state",
            "tokenizing_distributed_data_loader")
-FROM_LOADER = (*LOADERS, "gather_states")  # gather_states: every rank's state, for a resume at another world size
+# gather_states: every rank's state, for a resume at another world size; bestfit_loader and concat_loader take a
+# LoaderConfig (config.py) where the nanochat-compatible LOADERS take keyword arguments
+FROM_LOADER = (*LOADERS, "gather_states", "bestfit_loader", "concat_loader", "LoaderConfig", "Source")
 __all__ = [*FROM_LOADER, "simulate_crop_fraction"]
 
 

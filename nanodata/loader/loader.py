@@ -15,7 +15,6 @@ Yielded tensors are reused buffers, overwritten when the next batch is requested
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections import deque
@@ -25,43 +24,71 @@ import numpy as np
 import torch
 
 from nanodata.errors import NanodataError
-from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
-from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
+from nanodata.loader.config import LoaderConfig
+from nanodata.loader.packing import BestFitPacker
+from nanodata.loader.remote import DEFAULT_CACHE_BYTES
 from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
 from nanodata.loader.tokenize import batch_encoder
 
 
+def bestfit_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_state_dict=None):
+    """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
+    doc_info dict {"cu_seqlens", "position_ids"} when config.return_doc_info. inputs and targets are views of one
+    reused buffer, overwritten by the next batch.
+
+    config.sources (a weighted mixture) replaces data_dir; logical_streams=N (fixed for a run) lets it resume on up
+    to N ranks. resume_state_dict: one state, or the list of all ranks' states (gather_states), which resumes at
+    any world size the run allows. reweight=True accepts other weights at resume (a curriculum): buffered docs
+    stay, the new weights apply from the next document. A gs://bucket/prefix is read in place; cache_dir keeps up
+    to cache_bytes of the row groups fetched from a bucket on local disk (nanodata.loader.remote)."""
+    c = config
+    settings = {"loader": "bestfit", "B": c.B, "T": c.T, "buffer_size": c.buffer_size, "crop": c.crop,
+                "tokenizer_batch_size": c.tokenizer_batch_size}
+    docs = _Documents(tokenizer, c, settings)
+    plan = plan_resume(resume_state_dict, docs.settings, c.logical_streams, c.weights, bool(c.reweight))
+    rows = _BestFitRows(docs, c.data_dirs, c.weights, plan, c.B, c.T, c.buffer_size, c.crop)
+    return _deliver(rows.batches, docs, c.B, c.T, device, c.return_doc_info)
+
+
+def concat_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_state_dict=None):
+    """The published fallback for scarce data or very long docs: BOS-prefixed docs concatenated into one stream,
+    cut into windows of B*T+1 tokens; a window's last token is the next window's first input. Nothing is
+    cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
+    world size it was saved at (one state, or the list of all ranks' states). One data_dir: no mixtures."""
+    c = config
+    if c.sources is not None or c.logical_streams is not None:
+        raise ValueError("sources and logical_streams are settings of the best-fit loader, not the concatenating one")
+    docs = _Documents(tokenizer, c, {"loader": "concat", "B": c.B, "T": c.T})
+    plan = plan_resume(resume_state_dict, docs.settings)
+    feed = docs.feed(c.data_dir, docs.rank, docs.world_size)
+    restored = []
+    if plan.nanochat is not None:
+        feed.source.seek_nanochat(plan.nanochat)
+    elif plan.streams:
+        saved = plan.streams[docs.rank]
+        slot_maps = [feed.source.load_state_dict(saved["sources"][0])]
+        restored = restore_docs([feed], slot_maps, saved["buffer"], "buffer", False)
+    return _deliver(lambda: _concat_batches(docs, feed, c.B, c.T, restored), docs, c.B, c.T, device,
+                    c.return_doc_info)
+
+
+# -- the nanochat-compatible signatures: thin wrappers over a LoaderConfig -----------------------------------
 def tokenizing_distributed_data_loader_with_state_bos_bestfit(
         tokenizer, B, T, split, tokenizer_threads=4, tokenizer_batch_size=128, device="cuda",
         resume_state_dict=None, buffer_size=1000, *, data_dir=None, sources=None, logical_streams=None,
         reweight=False, rank=None, world_size=None, crop="discard", streaming=False, prefetch=2, poll_interval=30.0,
         return_doc_info=False, cache_dir=None, cache_bytes=DEFAULT_CACHE_BYTES):
-    """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
-    doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True. inputs and targets are views of one
-    reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch.
-
-    sources=[{"data_dir": ..., "weight": ...}, ...] replaces data_dir with a weighted mixture; logical_streams=N
-    (fixed for a run) lets it resume on up to N ranks. resume_state_dict: one state, or the list of all ranks'
-    states (gather_states), which resumes at any world size the run allows. reweight=True accepts other weights
-    at resume (a curriculum): buffered docs stay, the new weights apply from the next document.
-
-    data_dir (and each source's) may be gs://bucket/prefix, read in place; cache_dir keeps up to cache_bytes of
-    the row groups fetched from a bucket on local disk (nanodata.loader.remote)."""
-    _check_positive(B=B, T=T, buffer_size=buffer_size)
-    if crop not in CROP_POLICIES:
-        raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
-    if logical_streams is not None:
-        _check_positive(logical_streams=logical_streams)
-    data_dirs, weights = _check_sources(data_dir, sources)
-    settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
-                "tokenizer_batch_size": tokenizer_batch_size}
-    docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
-                      poll_interval, prefetch, settings, {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
-    plan = plan_resume(resume_state_dict, docs.settings, logical_streams, weights, bool(reweight))
-    rows = _BestFitRows(docs, data_dirs, weights, plan, B, T, buffer_size, crop)
-    return _deliver(rows.batches, docs, B, T, device, return_doc_info)
+    """nanochat's best-fit loader signature (bestfit_loader with a LoaderConfig of these arguments). Bad
+    arguments raise here, before the first batch."""
+    config = LoaderConfig(B=B, T=T, split=split, tokenizer_threads=tokenizer_threads,
+                          tokenizer_batch_size=tokenizer_batch_size, buffer_size=buffer_size, data_dir=data_dir,
+                          sources=sources, logical_streams=logical_streams, reweight=reweight, rank=rank,
+                          world_size=world_size, crop=crop, streaming=streaming, prefetch=prefetch,
+                          poll_interval=poll_interval, return_doc_info=return_doc_info, cache_dir=cache_dir,
+                          cache_bytes=cache_bytes)
+    return bestfit_loader(config, tokenizer, device=device, resume_state_dict=resume_state_dict)
 
 
 def tokenizing_distributed_data_loader_bos_bestfit(*args, **kwargs):
@@ -73,24 +100,12 @@ def tokenizing_distributed_data_loader_with_state(
         tokenizer, B, T, split, tokenizer_threads=4, tokenizer_batch_size=128, device="cuda",
         resume_state_dict=None, *, data_dir=None, rank=None, world_size=None, streaming=False, prefetch=2,
         poll_interval=30.0, return_doc_info=False, cache_dir=None, cache_bytes=DEFAULT_CACHE_BYTES):
-    """The published fallback for scarce data or very long docs: BOS-prefixed docs concatenated into one stream,
-    cut into windows of B*T+1 tokens; a window's last token is the next window's first input. Nothing is
-    cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
-    world size it was saved at (one state, or the list of all ranks' states)."""
-    _check_positive(B=B, T=T)
-    docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
-                      poll_interval, prefetch, {"loader": "concat", "B": B, "T": T},
-                      {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
-    plan = plan_resume(resume_state_dict, docs.settings)
-    feed = docs.feed(data_dir, docs.rank, docs.world_size)
-    restored = []
-    if plan.nanochat is not None:
-        feed.source.seek_nanochat(plan.nanochat)
-    elif plan.streams:
-        saved = plan.streams[docs.rank]
-        slot_maps = [feed.source.load_state_dict(saved["sources"][0])]
-        restored = restore_docs([feed], slot_maps, saved["buffer"], "buffer", False)
-    return _deliver(lambda: _concat_batches(docs, feed, B, T, restored), docs, B, T, device, return_doc_info)
+    """nanochat's concatenating loader signature (concat_loader with a LoaderConfig of these arguments)."""
+    config = LoaderConfig(B=B, T=T, split=split, tokenizer_threads=tokenizer_threads,
+                          tokenizer_batch_size=tokenizer_batch_size, data_dir=data_dir, rank=rank,
+                          world_size=world_size, streaming=streaming, prefetch=prefetch, poll_interval=poll_interval,
+                          return_doc_info=return_doc_info, cache_dir=cache_dir, cache_bytes=cache_bytes)
+    return concat_loader(config, tokenizer, device=device, resume_state_dict=resume_state_dict)
 
 
 def tokenizing_distributed_data_loader(*args, **kwargs):
@@ -201,24 +216,16 @@ class _Documents:
     a state records: the loader's own (kind first) and the documents'. `files`: how sources reach a bucket's
     files (cache_dir, cache_bytes)."""
 
-    def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
-                 loader_settings: dict, files: dict):
-        if split not in ("train", "val"):
-            raise ValueError(f"split must be 'train' or 'val', not {split!r}")
-        _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
-        if not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be an integer >= 0, not {prefetch!r}")
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
-        check_cache_args(**files)
-        self.files = files
-        self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.prefetch = prefetch
-        self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
+    def __init__(self, tokenizer, config: LoaderConfig, loader_settings: dict):
+        self.files = config.files
+        self.rank, self.world_size = resolve_rank(config.rank, config.world_size)
+        self.prefetch = config.prefetch
+        self.split, self.batch_size = config.split, config.tokenizer_batch_size
+        self.streaming, self.poll_interval = config.streaming, config.poll_interval
         self.bos = tokenizer.get_bos_token_id()
-        self.encode = batch_encoder(tokenizer, self.bos, threads)
+        self.encode = batch_encoder(tokenizer, self.bos, config.tokenizer_threads)
         self.stop = threading.Event()
-        self.settings = {**loader_settings, "split": split, "streaming": streaming, "rank": self.rank,
+        self.settings = {**loader_settings, "split": self.split, "streaming": self.streaming, "rank": self.rank,
                          "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
 
     def feed(self, data_dir, stream: int, n_streams: int, tag: int | None = None) -> Feed:
@@ -270,31 +277,6 @@ def _without_state(loader):
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
-def _check_sources(data_dir, sources) -> tuple[list, list[float] | None]:
-    """The data dirs to read and their weights (None: one data_dir, not a mixture)."""
-    if sources is None:
-        return [data_dir], None
-    if data_dir is not None:
-        raise ValueError("pass data_dir or sources, not both")
-    if not isinstance(sources, (list, tuple)) or not sources:
-        raise ValueError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, not {sources!r}")
-    for i, source in enumerate(sources):
-        if not isinstance(source, dict) or set(source) != {"data_dir", "weight"}:
-            raise ValueError(f"sources[{i}] must be a dict with exactly the keys data_dir and weight, not {source!r}")
-        weight = source["weight"]
-        if type(weight) not in (int, float) or not 0 < weight < math.inf:
-            raise ValueError(f"sources[{i}]['weight'] must be a number > 0, not {weight!r}")
-        if not isinstance(source["data_dir"], (str, os.PathLike)):
-            raise ValueError(f"sources[{i}]['data_dir'] must be a path, not {source['data_dir']!r}")
-    return [source["data_dir"] for source in sources], [float(source["weight"]) for source in sources]
-
-
-def _check_positive(**values) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
-
-
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """Explicit arguments win, then torch.distributed if initialised, then RANK/WORLD_SIZE, then 0/1."""
     if rank is None or world_size is None:

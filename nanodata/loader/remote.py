@@ -29,27 +29,23 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import logging
 import queue
 import re
 import threading
 import weakref
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 
-import google_crc32c
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from nanodata.dataset import (COMPLETE, MANIFEST, corpus_location, files_for_split, footer_digest, list_parquet_files,
-                              manifest_checksums, open_parquet, parquet_fingerprint, read_manifest, read_tail,
-                              read_texts, split_names)
+from nanodata.corpus.layout import COMPLETE, MANIFEST, split_names
+from nanodata.dataset import (RemoteParquet, corpus_location, files_for_split, footer_digest,
+                              list_parquet_files, manifest_checksums, open_parquet, parquet_fingerprint, read_manifest,
+                              read_texts)
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_write, temp_name
-from nanodata.storage.gcs import TIMEOUT, gcs_client, list_blobs, parse_gs
-from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
+from nanodata.storage.files import atomic_write, crc32c_name, temp_name
+from nanodata.storage.gcs import Bucket, ObjectInfo, replaced
+from nanodata.storage.retry import one_line
 
 log = logging.getLogger("nanodata.loader")
 
@@ -58,14 +54,8 @@ READ_AHEAD_BYTES = 64 << 20  # fetched beyond the row group being read (at least
 FETCH_THREADS = 4  # parallel ranged GETs: GCS throughput per connection is limited, latency is not CPU
 
 
-@dataclass(frozen=True)
-class ObjectInfo:
-    size: int
-    generation: int
-    crc32c: str
-
-    def __str__(self) -> str:
-        return f"generation {self.generation}, {self.size} bytes, crc32c {self.crc32c}"
+class LoaderClosed(Exception):
+    """Raised inside a waiting reader when its loader was closed, so a background thread can end."""
 
 
 def open_shards(data_dir, *, stop: threading.Event, cache_dir=None, cache_bytes: int = DEFAULT_CACHE_BYTES):
@@ -106,7 +96,7 @@ class LocalShards:
         if not self.root.is_dir():
             return []
         names = [p.name for p in list_parquet_files(self.root)]
-        return _present_split(names, read_manifest(self.root), self.root, split)
+        return _present_split(names, read_manifest(self.root), split)
 
     def complete(self) -> bool:
         return (self.root / COMPLETE).exists()
@@ -126,186 +116,14 @@ class LocalShards:
         return [*parquet_fingerprint(self.root / name), self._checksums.get(name)]
 
 
-def _present_split(names: list[str], manifest, where, split: str) -> list[str]:
+def _present_split(names: list[str], manifest, split: str) -> list[str]:
     """A growing corpus's finished files of a split: val only when explicit, manifest names only once present."""
-    train, val = split_names(names, manifest, where, explicit_val=True)
+    train, val = split_names(names, manifest, explicit_val=True)
     present = set(names)
     return [name for name in (train if split == "train" else val) if name in present]
 
 
 # -- gs:// objects -------------------------------------------------------------------------------------------
-class ObjectMissing(CorruptTransfer):
-    """A listed object that is not there right now: retried like a corrupt transfer (a re-upload may be on)."""
-
-
-class Bucket:
-    """Read-only access to the objects directly under gs://bucket/prefix, every request retried."""
-
-    def __init__(self, uri: str):
-        self.bucket, self.prefix = parse_gs(uri)
-        self.uri = f"gs://{self.bucket}/{self.prefix}".rstrip("/")
-
-    def label(self, name: str) -> str:
-        return f"{self.uri}/{name}"
-
-    def list(self) -> dict[str, ObjectInfo]:
-        """{name: info} of the objects directly under the prefix (not in sub-prefixes)."""
-        return {blob.name[len(self.prefix):]: _info(blob) for blob in list_blobs(self.uri, delimiter="/")}
-
-    def stat(self, name: str) -> ObjectInfo | None:
-        def attempt():
-            return gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
-
-        blob = self._call(attempt, f"stat {self.label(name)}")
-        return None if blob is None else _info(blob)
-
-    def current(self, name: str, was: ObjectInfo | None) -> ObjectInfo:
-        """The object's version now. Missing is retried with backoff (a re-upload may be under way); still
-        missing is an error naming the object (and `was`, the version listed before, if any)."""
-        label = self.label(name)
-
-        def attempt() -> ObjectInfo:
-            blob = gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
-            if blob is None:
-                raise ObjectMissing(f"{label}: not found")
-            return _info(blob)
-
-        try:
-            return self._call(attempt, f"stat {label}")
-        except ObjectMissing:
-            raise (replaced(label, was, None) if was else NanodataError(f"{label}: no such object")) from None
-
-    def read(self, name: str, info: ObjectInfo, start: int, stop: int) -> bytes:
-        """Bytes [start, stop) of the version `info` of an object; another version is an error, never read."""
-        from google.api_core.exceptions import NotFound
-
-        label = self.label(name)
-
-        def attempt() -> bytes:
-            blob = gcs_client().bucket(self.bucket).blob(self.prefix + name, generation=info.generation)
-            try:
-                data = blob.download_as_bytes(start=start, end=stop - 1, checksum=None, retry=None, timeout=TIMEOUT)
-            except NotFound:  # real GCS: this generation is gone (replaced or deleted)
-                self._confirm(name, info)
-                raise ObjectMissing(f"{label}: not found (listed as {info})") from None
-            if blob.generation is None:  # the server did not say which version it sent (the emulator serves
-                self._confirm(name, info)  # the current one whatever generation is asked for): ask after the read
-            elif blob.generation != info.generation:
-                raise replaced(label, info, self.stat(name))
-            if len(data) != stop - start:  # a dropped body
-                raise CorruptTransfer(f"{label}: {len(data)} bytes for bytes {start}-{stop - 1}")
-            return data
-
-        try:
-            return self._call(attempt, f"read {label} bytes {start}-{stop - 1}")
-        except ObjectMissing:
-            raise NanodataError(f"{label}: the object is gone from the bucket (it was listed as {info})") from None
-        except CorruptTransfer as exc:
-            raise NanodataError(f"{label}: {exc} on every attempt") from None
-
-    def _confirm(self, name: str, info: ObjectInfo) -> None:
-        """The object is still the version `info`; else one line naming both versions, or ObjectMissing (retried:
-        a re-upload may be under way) while it is gone."""
-        now = self.stat(name)
-        if now is None:
-            raise ObjectMissing(f"{self.label(name)}: not found (listed as {info})")
-        if now != info:
-            raise replaced(self.label(name), info, now)
-
-    def _call(self, fn, what: str):
-        try:
-            return with_retries(fn, what)
-        except (NanodataError, CorruptTransfer):
-            raise
-        except Exception as exc:
-            if not is_network_error(exc):
-                raise
-            raise NanodataError(f"{what}: {one_line(exc)}") from None
-
-
-def _info(blob) -> ObjectInfo:
-    return ObjectInfo(int(blob.size), int(blob.generation), blob.crc32c)
-
-
-def replaced(label: str, was: ObjectInfo, now: ObjectInfo | None) -> NanodataError:
-    if now is None:
-        return NanodataError(f"{label}: the object is gone from the bucket (it was listed as {was})")
-    return NanodataError(f"{label} was replaced while the loader read the corpus: it was {was}, it is {now}; "
-                         f"restart the loader (a resume state refuses a changed file)")
-
-
-class RemoteParquet:
-    """An opened parquet object: its pinned version, footer and the byte range of each row group's text."""
-
-    def __init__(self, bucket: Bucket, name: str, info: ObjectInfo):
-        self.bucket, self.name, self.info = bucket, name, info
-        self.label = bucket.label(name)
-        self.tail_start, self.tail = read_tail(lambda a, b: bucket.read(name, info, a, b), info.size, self.label)
-        try:
-            self.metadata = pq.read_metadata(pa.BufferReader(self.tail))
-        except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for a corrupt footer
-            raise NanodataError(f"{self.label}: not a readable parquet file ({exc})") from None
-        self.num_row_groups = self.metadata.num_row_groups
-        self._text = next((j for j in range(self.metadata.num_columns)
-                           if self.metadata.schema.column(j).path == "text"), None)
-
-    def chunk(self, rg_idx: int) -> tuple[int, int]:
-        """Bytes [start, stop) of row group rg_idx's text column; (0, 0) without one (read_texts names it)."""
-        if self._text is None:
-            return 0, 0
-        column = self.metadata.row_group(rg_idx).column(self._text)
-        offsets = [column.data_page_offset, *([column.dictionary_page_offset] if column.has_dictionary_page else [])]
-        start = min(offset for offset in offsets if offset > 0)
-        return start, start + column.total_compressed_size
-
-    def parquet_file(self, pieces: dict[int, bytes] | None = None) -> pq.ParquetFile:
-        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs."""
-        pieces = {**(pieces or {}), self.tail_start: self.tail}
-        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b))
-        return pq.ParquetFile(pa.PythonFile(reader, mode="r"), metadata=self.metadata)
-
-
-def open_object(uri: str) -> RemoteParquet:
-    """A gs:// parquet object opened at its current version (nanodata.dataset's gs:// paths)."""
-    directory, _, name = uri.rpartition("/")
-    bucket = Bucket(directory)
-    info = bucket.stat(name)
-    if info is None:
-        raise NanodataError(f"{uri}: no such object")
-    return RemoteParquet(bucket, name, info)
-
-
-class _PiecesFile(io.RawIOBase):
-    """A random-access file of `size` bytes made of fetched pieces; a read no piece covers is fetched."""
-
-    def __init__(self, size: int, pieces: dict[int, bytes], fetch):
-        self.size, self.pieces, self.fetch, self.pos = size, pieces, fetch, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self.pos = (offset, self.pos + offset, self.size + offset)[whence]
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def readinto(self, out) -> int:
-        n = max(0, min(len(out), self.size - self.pos))
-        stop = self.pos + n
-        data = next((piece[self.pos - start:stop - start] for start, piece in self.pieces.items()
-                     if start <= self.pos and stop <= start + len(piece)), None)
-        if data is None:
-            data = self.fetch(self.pos, stop)
-        out[:n] = data
-        self.pos = stop
-        return n
-
-
 class BucketShards:
     """A gs:// corpus location for one reader: pinned listing, row groups by ranged reads, read-ahead, cache."""
 
@@ -342,7 +160,7 @@ class BucketShards:
         names, manifest = self._parquet_names()
         if not names:
             raise NanodataError(f"{self.bucket.uri}: no .parquet files")
-        train, val = split_names(names, manifest, self.bucket.uri)
+        train, val = split_names(names, manifest)
         chosen = train if split == "train" else val
         if not chosen:
             raise NanodataError(f"{self.bucket.uri}: no {split} files ({len(names)} parquet file(s) found; "
@@ -351,7 +169,7 @@ class BucketShards:
 
     def streaming_names(self, split: str) -> list[str]:
         names, manifest = self._parquet_names()
-        return _present_split(names, manifest, self.bucket.uri, split)
+        return _present_split(names, manifest, split)
 
     def complete(self) -> bool:
         return self.bucket.stat(COMPLETE) is not None
@@ -386,8 +204,6 @@ class BucketShards:
                 return future.result(timeout=0.5)
             except TimeoutError:
                 if self.ahead.stop.is_set():  # the loader closed; its read-ahead threads are gone
-                    from nanodata.loader.source import LoaderClosed
-
                     raise LoaderClosed() from None
 
     def fingerprint(self, name: str) -> list:
@@ -560,14 +376,14 @@ class RowGroupCache:
             data = path.read_bytes()
         except OSError:
             data = None
-        if data is not None and len(data) == size and _crc(data) == crc:
+        if data is not None and len(data) == size and crc32c_name(data) == crc:
             return data
         log.warning("nanodata loader cache: %s is damaged; fetching it again", path)
         self._evict([key])
         return None
 
     def put(self, key: tuple[str, str, int], data: bytes) -> None:
-        crc = _crc(data)
+        crc = crc32c_name(data)
         path = self.dir / f"{key[0]}-{key[1]}-{key[2]}-{crc}.rg"
         with self.lock:
             if self.failed or key in self.entries or key in self.writing or self.used + len(data) > self.limit:
@@ -613,7 +429,3 @@ class RowGroupCache:
                 entry[0].unlink(missing_ok=True)
                 with self.lock:  # only once the file is gone, so that the bound holds on disk meanwhile
                     self.used -= entry[1]
-
-
-def _crc(data: bytes) -> str:
-    return f"{google_crc32c.value(data):08x}"

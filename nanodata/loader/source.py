@@ -21,16 +21,13 @@ import reprlib
 import threading
 from concurrent.futures import Future
 
-from nanodata.dataset import COMPLETE, corpus_location
+from nanodata.corpus.layout import COMPLETE
+from nanodata.dataset import corpus_location
 from nanodata.errors import NanodataError
-from nanodata.loader.remote import DEFAULT_CACHE_BYTES, open_shards
+from nanodata.loader.remote import DEFAULT_CACHE_BYTES, LoaderClosed, open_shards
 from nanodata.loader.state import FINGERPRINT
 
 log = logging.getLogger("nanodata.loader")
-
-
-class LoaderClosed(Exception):
-    """Raised inside a waiting source when its loader was closed, so a background thread can end."""
 
 
 class _Ahead:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from nanodata import __version__
-from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.corpus.layout import COMPLETE, MANIFEST, VAL_NAME, Manifest, ShardEntry, shard_name
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_output, atomic_write, disk_errors, file_digest
 from nanodata.pipeline.jsonl import SCHEMA, parse_block, read_blocks
@@ -38,13 +38,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS = "_progress.json"
 VAL_SPOOL = "_val_rows.jsonl"  # raw val lines in input order; `_` so sync never copies it
-VAL_NAME = "val_shard.parquet"
 COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 FIRST_BAD_LINES = 5  # line numbers kept per kind of bad line
-
-
-def shard_name(index: int) -> str:
-    return f"shard_{index:05d}.parquet"
 
 
 def val_mask(texts: pa.ChunkedArray, val_fraction: float) -> np.ndarray:
@@ -204,11 +199,12 @@ class Converter:
                 writer.write_table(table.combine_chunks(), row_group_size=group)
         return {"name": VAL_NAME, "rows": self.state["val_rows"], **file_digests(path)}
 
-    def manifest(self, val: dict | None) -> dict:
-        shards = self.state["shards"]
-        return {"version": 1, "shards": shards, "val": val, "bad_lines": self.state["bad_lines"],
-                "total_rows": sum(s["rows"] for s in shards) + (val["rows"] if val else 0),
-                "created_by": f"nanodata {__version__} to-parquet"}
+    def manifest(self, val: dict | None) -> Manifest:
+        shards = [ShardEntry(**s) for s in self.state["shards"]]
+        val = ShardEntry(**val) if val else None
+        return Manifest(shards=shards, val=val, bad_lines=self.state["bad_lines"],
+                        total_rows=sum(s.rows for s in shards) + (val.rows if val else 0),
+                        created_by=f"nanodata {__version__} to-parquet")
 
 
 def check_params(inputs, out: Path, rows_per_file, row_group_size, val_fraction, seed, compression, on_error,
@@ -265,7 +261,7 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
         if not (out / COMPLETE).is_file():  # killed between writing it and the last checkpoint
             atomic_write(out / COMPLETE, b"")
         (out / VAL_SPOOL).unlink(missing_ok=True)  # killed before removing it
-        return json.loads((out / MANIFEST).read_text())
+        return Manifest.from_bytes((out / MANIFEST).read_bytes(), str(out / MANIFEST)).to_json()
     (out / COMPLETE).unlink(missing_ok=True)  # whatever is here is about to change
     for stale in out.glob("*.tmp"):  # partial writes of a killed run
         stale.unlink()
@@ -286,8 +282,9 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
         raise NanodataError(f"--input {' '.join(conv.params['inputs'])}: no good doc, "
                             f"{sum(v['count'] for v in bad.values())} bad line(s) ({bad_summary(bad)}); "
                             f"no shard, {MANIFEST} or {COMPLETE} written to {out}")
-    manifest = conv.manifest(conv.write_val())
-    atomic_write(out / MANIFEST, json.dumps(manifest, indent=2).encode() + b"\n")
+    typed = conv.manifest(conv.write_val())
+    atomic_write(out / MANIFEST, typed.to_bytes())
+    manifest = typed.to_json()
     atomic_write(out / COMPLETE, b"")
     conv.state["complete"] = True
     conv.save_progress()

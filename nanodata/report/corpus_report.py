@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from collections import Counter
 from html import escape
 from pathlib import Path
@@ -26,8 +27,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nanodata.dataset import COMPLETE, MANIFEST, open_parquet, read_manifest, read_texts, split_files
+from nanodata.corpus import fetch_dir, put_dir
+from nanodata.corpus.layout import MANIFEST, Manifest, is_complete
+from nanodata.dataset import open_parquet, read_manifest, read_texts, split_files
 from nanodata.errors import NanodataError
+from nanodata.storage import exists, is_gcs, join_uri
 from nanodata.storage.files import atomic_write, disk_errors, file_digest
 from nanodata.report.svgplot import bar_chart, grouped_bar_chart
 
@@ -157,13 +161,13 @@ def _crop_fractions(train_lengths: np.ndarray, max_tokens: int | None) -> dict[s
             for T in sorted({*CROP_T, *([max_tokens] if max_tokens else [])})}
 
 
-def _manifest_summary(manifest: dict | None) -> dict | None:
+def _manifest_summary(manifest: Manifest | None) -> dict | None:
     if manifest is None:
         return None
-    val = manifest.get("val") or {}
-    return {"version": manifest.get("version"), "total_rows": manifest.get("total_rows"),
-            "train_shards": len(manifest.get("shards", [])), "val_shard": val.get("name"), "val_rows": val.get("rows"),
-            "bad_lines": manifest.get("bad_lines"), "created_by": manifest.get("created_by")}
+    val = manifest.val
+    return {"version": manifest.version, "total_rows": manifest.total_rows, "train_shards": len(manifest.shards),
+            "val_shard": val.name if val else None, "val_rows": val.rows if val else None,
+            "bad_lines": manifest.bad_lines, "created_by": manifest.created_by}
 
 
 def check_build_dir(build_dir: Path) -> None:
@@ -210,7 +214,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     return {
         "format": REPORT_FORMAT,
         "build": uri or str(build_dir.resolve()),
-        "complete": (build_dir / COMPLETE).exists(),
+        "complete": is_complete(build_dir),
         "source_fingerprint": source_fingerprint(build_dir),
         "manifest": _manifest_summary(read_manifest(build_dir)),
         "docs": int(lengths.size),
@@ -360,6 +364,24 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     atomic_write(out / REPORT_JSON, json.dumps(report, indent=2) + "\n")
     atomic_write(out / INDEX_HTML, render_html(report))
     return out / INDEX_HTML
+
+
+def report_build(build: str, *, tokenizer: str = "cl100k_base", partitions: list | None = None,
+                 max_tokens: int | None = None) -> str:
+    """The report of a build (a local dir or gs:// URI) written next to its shards (BUILD/report/), once: a
+    complete report there is kept. A gs:// build is fetched to a temp dir and its report uploaded; the report
+    names the build's URI, not that copy. Returns index.html's path or URI."""
+    report_uri = join_uri(build, REPORT_DIR)
+    if all(exists(join_uri(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
+        return join_uri(report_uri, INDEX_HTML)
+    if not is_gcs(build):
+        return str(write_report(build, tokenizer=tokenizer, partitions=partitions, max_tokens=max_tokens))
+    with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
+        local = fetch_dir(build, Path(tmp) / "build")
+        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions,
+                             max_tokens=max_tokens, uri=build)
+        put_dir(index.parent, report_uri)
+    return join_uri(report_uri, INDEX_HTML)
 
 
 def configure_parser(parser) -> None:

@@ -15,8 +15,8 @@ import tempfile
 from html import escape
 from pathlib import Path
 
-from nanodata import storage
-from nanodata.dataset import MANIFEST
+from nanodata import corpus, storage
+from nanodata.corpus.layout import MANIFEST
 from nanodata.errors import NanodataError
 from nanodata.report.corpus_report import INDEX_HTML, REPORT_DIR, REPORT_FORMAT, REPORT_JSON, source_fingerprint, write_report
 
@@ -59,7 +59,7 @@ def ensure_report(build: str | os.PathLike, cache_dir: str | os.PathLike | None 
     cache = cache_root / hashlib.sha256(build.encode()).hexdigest()[:16]
     if not _is_current(storage.read_bytes(cache / REPORT_JSON), want):
         with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
-            if storage.sync(build, tmp)["failed"]:
+            if corpus.sync(build, tmp)["failed"]:
                 raise NanodataError(f"{build}: could not download every file of the build")
             write_report(tmp, cache, uri=build)  # named by its URI, not the temp dir
     return str(cache)

@@ -22,6 +22,7 @@ import google_crc32c
 from nanodata.errors import NanodataError
 
 BLOCK = 1 << 20
+COMPLETE = "_COMPLETE"  # a directory's commit marker: written last, so its presence means every file is whole
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
@@ -108,6 +109,11 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
         while block := f.read(BLOCK):
             update(block)
     return finish()
+
+
+def crc32c_name(data: bytes) -> str:
+    """The crc32c of bytes in hand as 8 hex digits, for file names (base64, GCS's form, may hold '/')."""
+    return f"{google_crc32c.value(data):08x}"
 
 
 def check_output_dir(path: str | os.PathLike, option: str) -> None:

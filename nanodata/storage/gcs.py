@@ -1,4 +1,5 @@
-"""Google Cloud Storage access: bucket-name rules, gs:// URIs, one client per thread, paged listings.
+"""Google Cloud Storage access: bucket-name rules, gs:// URIs, one client per thread, paged listings, and
+`Bucket`, the one reader of objects under a prefix (pinned versions, ranged reads).
 
 Every call here runs under the one retry policy (nanodata.storage.retry); the client's own retry is off.
 """
@@ -8,14 +9,14 @@ from __future__ import annotations
 import os
 import re
 import threading
+from dataclasses import dataclass
 
 from nanodata.errors import NanodataError
-from nanodata.storage.retry import is_network_error, one_line, with_retries
+from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
 
 RESUMABLE_THRESHOLD = 8 * 1024 * 1024  # larger files use a chunked resumable upload
 RESUMABLE_CHUNK = 8 * 1024 * 1024  # must be a multiple of 256 KiB
 TIMEOUT = (10, 120)  # (connect, read) seconds per HTTP request
-
 
 
 # GCS bucket names: lowercase letters, digits, '.', '-', '_', starting and ending with a letter or digit;
@@ -45,7 +46,6 @@ def parse_gs(uri: str) -> tuple[str, str] | None:
     if prefix and (any(p in ("", ".", "..") for p in prefix.split("/")) or "\n" in prefix or "\r" in prefix):
         raise NanodataError(f"{uri!r}: malformed gs:// URI (empty, '.' or '..' path component, or a line break)")
     return bucket, (prefix + "/" if prefix else "")
-
 
 
 _local = threading.local()
@@ -111,3 +111,114 @@ def list_blobs(uri: str, delimiter: str | None = None, **retry) -> list:
         if not is_network_error(exc):
             raise
         raise NanodataError(f"{uri}: cannot list the objects: {one_line(exc)}") from None
+
+
+# -- reading objects -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectInfo:
+    size: int
+    generation: int
+    crc32c: str
+
+    def __str__(self) -> str:
+        return f"generation {self.generation}, {self.size} bytes, crc32c {self.crc32c}"
+
+
+class ObjectMissing(CorruptTransfer):
+    """A listed object that is not there right now: retried like a corrupt transfer (a re-upload may be on)."""
+
+
+class Bucket:
+    """Read-only access to the objects directly under gs://bucket/prefix, every request retried."""
+
+    def __init__(self, uri: str):
+        self.bucket, self.prefix = parse_gs(uri)
+        self.uri = f"gs://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def label(self, name: str) -> str:
+        return f"{self.uri}/{name}"
+
+    def list(self) -> dict[str, ObjectInfo]:
+        """{name: info} of the objects directly under the prefix (not in sub-prefixes)."""
+        return {blob.name[len(self.prefix):]: object_info(blob) for blob in list_blobs(self.uri, delimiter="/")}
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        def attempt():
+            return gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
+
+        blob = self._call(attempt, f"stat {self.label(name)}")
+        return None if blob is None else object_info(blob)
+
+    def current(self, name: str, was: ObjectInfo | None) -> ObjectInfo:
+        """The object's version now. Missing is retried with backoff (a re-upload may be under way); still
+        missing is an error naming the object (and `was`, the version listed before, if any)."""
+        label = self.label(name)
+
+        def attempt() -> ObjectInfo:
+            blob = gcs_client().bucket(self.bucket).get_blob(self.prefix + name, retry=None, timeout=TIMEOUT)
+            if blob is None:
+                raise ObjectMissing(f"{label}: not found")
+            return object_info(blob)
+
+        try:
+            return self._call(attempt, f"stat {label}")
+        except ObjectMissing:
+            raise (replaced(label, was, None) if was else NanodataError(f"{label}: no such object")) from None
+
+    def read(self, name: str, info: ObjectInfo, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) of the version `info` of an object; another version is an error, never read."""
+        from google.api_core.exceptions import NotFound
+
+        label = self.label(name)
+
+        def attempt() -> bytes:
+            blob = gcs_client().bucket(self.bucket).blob(self.prefix + name, generation=info.generation)
+            try:
+                data = blob.download_as_bytes(start=start, end=stop - 1, checksum=None, retry=None, timeout=TIMEOUT)
+            except NotFound:  # real GCS: this generation is gone (replaced or deleted)
+                self._confirm(name, info)
+                raise ObjectMissing(f"{label}: not found (listed as {info})") from None
+            if blob.generation is None:  # the server did not say which version it sent (the emulator serves
+                self._confirm(name, info)  # the current one whatever generation is asked for): ask after the read
+            elif blob.generation != info.generation:
+                raise replaced(label, info, self.stat(name))
+            if len(data) != stop - start:  # a dropped body
+                raise CorruptTransfer(f"{label}: {len(data)} bytes for bytes {start}-{stop - 1}")
+            return data
+
+        try:
+            return self._call(attempt, f"read {label} bytes {start}-{stop - 1}")
+        except ObjectMissing:
+            raise NanodataError(f"{label}: the object is gone from the bucket (it was listed as {info})") from None
+        except CorruptTransfer as exc:
+            raise NanodataError(f"{label}: {exc} on every attempt") from None
+
+    def _confirm(self, name: str, info: ObjectInfo) -> None:
+        """The object is still the version `info`; else one line naming both versions, or ObjectMissing (retried:
+        a re-upload may be under way) while it is gone."""
+        now = self.stat(name)
+        if now is None:
+            raise ObjectMissing(f"{self.label(name)}: not found (listed as {info})")
+        if now != info:
+            raise replaced(self.label(name), info, now)
+
+    def _call(self, fn, what: str):
+        try:
+            return with_retries(fn, what)
+        except (NanodataError, CorruptTransfer):
+            raise
+        except Exception as exc:
+            if not is_network_error(exc):
+                raise
+            raise NanodataError(f"{what}: {one_line(exc)}") from None
+
+
+def object_info(blob) -> ObjectInfo:
+    return ObjectInfo(int(blob.size), int(blob.generation), blob.crc32c)
+
+
+def replaced(label: str, was: ObjectInfo, now: ObjectInfo | None) -> NanodataError:
+    if now is None:
+        return NanodataError(f"{label}: the object is gone from the bucket (it was listed as {was})")
+    return NanodataError(f"{label} was replaced while the loader read the corpus: it was {was}, it is {now}; "
+                         f"restart the loader (a resume state refuses a changed file)")

@@ -12,9 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanodata.dataset import COMPLETE
 from nanodata.errors import NanodataError
-from nanodata.storage.files import file_digest
+from nanodata.storage.files import COMPLETE, file_digest
 from nanodata.storage.gcs import RESUMABLE_CHUNK, RESUMABLE_THRESHOLD, TIMEOUT, gcs_client, list_blobs, parse_gs
 from nanodata.storage.retry import CorruptTransfer, land, with_retries
 

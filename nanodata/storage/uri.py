@@ -2,7 +2,7 @@
 
 Small objects (markers, JSON, manifests) are read and written whole; large inputs are streamed
 (`open_read`, `open_decompressed`); local writes go through nanodata.storage.files (temp, fsync, rename).
-Whole directories travel through nanodata.storage.dirsync.
+Whole corpus directories travel through nanodata.corpus.dirsync.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from dag_data import run_steps, write_cpp_source
 
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
+from nanodata.report.corpus_report import report_build
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 4, "val_fraction": 0.2}
 
@@ -46,7 +47,7 @@ def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
     cpp_corpus.to_parquet(stage, key, rows_per_file=4, val_fraction=0.2)
     assert cpp_corpus.upload(dest, stage, key)["uploaded"] >= 4
     info = cpp_corpus.publish(dest, stage, key)
-    report = cpp_corpus.report(dest, key)
+    report = report_build(info["uri"])
     build = tmp_path / "dest" / "builds" / key
     assert (build / "_COMPLETE").is_file() and report == str(build / "report" / "index.html")
     assert json.loads((tmp_path / "dest" / "latest.json").read_text())["key"] == key == info["key"]
@@ -57,7 +58,7 @@ def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
     assert cpp_corpus.chunk_batch(ref, mode="basic", max_tokens=256, tokenizer="cl100k_base") == chunks[0]
     assert cpp_corpus.merge(stage, key) == merged
     assert cpp_corpus.upload(dest, stage, key)["uploaded"] == 0
-    assert cpp_corpus.publish(dest, stage, key) == info and cpp_corpus.report(dest, key) == report
+    assert cpp_corpus.publish(dest, stage, key) == info and report_build(info["uri"]) == report
     assert cpp_corpus.plan(str(src), dest, PARAMS) == {"key": key, "stage": stage, "parse": [], "chunk": []}
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "dest").rglob("*") if p.is_file()} == mtimes
     assert [(i["name"], i["kind"]) for i in list_inputs(str(src))] == [("extra.jsonl", "jsonl"), ("src/", "tree")]

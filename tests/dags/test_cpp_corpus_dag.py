@@ -8,7 +8,7 @@ import pytest
 from airflow_test_home import REPO
 from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_source, xcom_sizes
 
-from nanodata import storage
+from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.2}
@@ -76,7 +76,7 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
 def test_build_docs_come_from_every_input(built, tmp_path):
     _, dest, key = built
     local = tmp_path / "build"
-    storage.sync(f"{dest}/builds/{key}", str(local))
+    corpus.sync(f"{dest}/builds/{key}", str(local))
     import pyarrow.parquet as pq
 
     rows = [r for p in sorted(local.glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
@@ -190,11 +190,11 @@ def _manifest_digests(dest, key):
 
 def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, bucket, source, monkeypatch):
     """The first upload attempt dies after one shard; Airflow's retry finishes the build."""
-    from nanodata.storage import dirsync
+    from nanodata.corpus import dirsync
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/retry"
-    real_sync, calls = storage.sync, []
+    real_sync, calls = dirsync.sync, []
 
     def crashing_sync(src, dst, **kw):
         calls.append(dst)

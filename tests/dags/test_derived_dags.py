@@ -7,6 +7,7 @@ from corpus import write_corpus
 from dag_data import asset_events, task_states
 
 from nanodata import storage
+from nanodata.corpus import sync as corpus_sync
 from nanodata.jobs.derived import resolve_corpus
 from nanodata.errors import NanodataError
 
@@ -18,7 +19,7 @@ def corpus(gcs_emulator, tmp_path_factory):
     local = tmp_path_factory.mktemp("corpus")
     write_corpus(local, n_files=3, docs_per_file=60)
     uri = f"gs://{bucket}/c/builds/k1"
-    storage.sync(str(local), uri)
+    corpus_sync(str(local), uri)
     storage.write_bytes(f"gs://{bucket}/c/latest.json", json.dumps({"key": "k1", "uri": uri}).encode())
     return f"gs://{bucket}/c", uri, local
 
@@ -33,7 +34,7 @@ def test_tokenizer_trains_on_latest_corpus_and_uploads_next_to_it(dagbag, corpus
     out = f"{dest}/tokenizers/k1-300"
     assert storage.exists(f"{out}/_COMPLETE")
     assert asset_events("nanodata_tokenizer")[-1] == {"uri": out, "corpus": uri, "vocab_size": 300}
-    storage.sync(out, str(tmp_path / "tok"))
+    corpus_sync(out, str(tmp_path / "tok"))
     tok = load(str(tmp_path / "tok"))
     assert tok.n_vocab == 300
     text = "the model learns from data token shard loader"

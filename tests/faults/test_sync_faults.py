@@ -9,7 +9,7 @@ import pytest
 from google.cloud import storage as gcs
 
 from faults import kill_at, kill_moments, nanodata_cmd, run, run_on_small_disk, same_tree, timed_run
-from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.corpus.layout import COMPLETE, MANIFEST
 from nanodata.storage.gcs import RESUMABLE_THRESHOLD
 
 SEED = 10

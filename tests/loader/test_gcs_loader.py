@@ -9,7 +9,7 @@ import pytest
 
 from corpus import make_docs, write_parquet
 from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
-from nanodata import dataset, storage
+from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError
 from nanodata.loader.source import DocumentSource
 
@@ -22,7 +22,7 @@ def corpus_pair(tmp_path, gcs_bucket):
     """(local directory, gs:// URI) holding the same corpus."""
     local = write_manifest_corpus(tmp_path / "local")
     uri = f"gs://{gcs_bucket}/corpora/small"
-    storage.sync(local, uri)
+    corpus.sync(local, uri)
     return local, uri
 
 

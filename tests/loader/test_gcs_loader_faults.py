@@ -18,7 +18,7 @@ import pytest
 from corpus import make_docs, write_parquet
 from foundation.fault_server import FaultServer
 from loader_helpers import assert_same_batches, small_bestfit, take, write_manifest, write_manifest_corpus
-from nanodata import storage
+from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError
 from nanodata.loader import remote
 from nanodata.storage.files import file_digest
@@ -26,7 +26,7 @@ from nanodata.storage.gcs import gcs_client
 
 
 def upload(local, uri):
-    storage.sync(local, uri)
+    corpus.sync(local, uri)
     return local, uri
 
 
@@ -38,7 +38,7 @@ def text_chunks(uri: str, names) -> dict[str, int]:
     """{"read URI/NAME bytes A-B": size} of every row group's text column chunk: how a retried read is named."""
     chunks = {}
     for name in names:
-        handle = remote.open_object(f"{uri}/{name}")
+        handle = dataset.open_object(f"{uri}/{name}")
         for rg_idx in range(handle.num_row_groups):
             start, stop = handle.chunk(rg_idx)
             chunks[f"read {uri}/{name} bytes {start}-{stop - 1}"] = stop - start
@@ -94,7 +94,7 @@ def replace_object(local, uri, name, docs):
         if entry["name"] == name:
             entry["crc32c"] = file_digest(local / name, "crc32c")
     (local / "manifest.json").write_text(json.dumps(manifest))
-    storage.sync(local, uri)
+    corpus.sync(local, uri)
 
 
 def cache_files(cache_dir) -> set[str]:

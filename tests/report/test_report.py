@@ -259,14 +259,14 @@ def test_crop_table_adds_max_tokens_and_the_page_explains_the_crop(built):
 
 def test_report_of_a_gs_build_names_its_uri(gcs_emulator, tmp_path):
     """The DAG's report step fetches a gs:// build to a temp dir: the report names the build's URI, not that dir."""
-    from nanodata import storage
-    from nanodata.jobs import cpp_corpus
+    from nanodata import corpus, storage
+    from nanodata.report import corpus_report
 
     gcs_emulator.create_bucket("report-uri")
     local = write_built_corpus(tmp_path / "local", [[10, 20, 30], [40]])
     uri = "gs://report-uri/cpp/builds/k1"
-    assert storage.sync(str(local), uri)["failed"] == 0
-    index_uri = cpp_corpus.report("gs://report-uri/cpp", "k1", max_tokens=64)
+    assert corpus.sync(str(local), uri)["failed"] == 0
+    index_uri = corpus_report.report_build(uri, max_tokens=64)
     assert index_uri == f"{uri}/report/index.html"
     data = json.loads(storage.read_bytes(f"{uri}/report/report.json"))
     assert data["build"] == uri and data["max_tokens"] == 64

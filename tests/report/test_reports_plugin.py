@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from nanodata import storage
+from nanodata import corpus, storage
 from nanodata.report import corpus_report as report
 from built_corpus import write_built_corpus
 
@@ -121,7 +121,7 @@ def test_builds_in_a_bucket(client, gcs_emulator, tmp_path, monkeypatch):
         local = write_built_corpus(tmp_path / key, [[10, 20, 30], [40]])
         if key == "with-report":
             report.write_report(local)
-        assert storage.sync(str(local), f"gs://reports-plugin/cpp/builds/{key}")["failed"] == 0
+        assert corpus.sync(str(local), f"gs://reports-plugin/cpp/builds/{key}")["failed"] == 0
     monkeypatch.setenv("NANODATA_REPORTS_DIR", "gs://reports-plugin/cpp")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the cache dir for generated reports
 
@@ -145,9 +145,9 @@ def test_lists_every_build_of_the_asset_events_newest_first(client, gcs_emulator
     elsewhere = write_built_corpus(tmp_path / "elsewhere" / "builds" / "k-local", [[1, 2], [3]])
     in_bucket = write_built_corpus(tmp_path / "b", [[10, 20, 30], [40]])
     gs_uri = "gs://plugin-events/other/builds/k-gs"
-    assert storage.sync(str(in_bucket), gs_uri)["failed"] == 0
+    assert corpus.sync(str(in_bucket), gs_uri)["failed"] == 0
     report.write_report(in_bucket, tmp_path / "gs-report", uri=gs_uri)  # the DAG's report task, in the bucket
-    assert storage.sync(str(tmp_path / "gs-report"), f"{gs_uri}/report")["failed"] == 0
+    assert corpus.sync(str(tmp_path / "gs-report"), f"{gs_uri}/report")["failed"] == 0
     publish_event(event_extra(str(elsewhere), docs=3, mode="dep-aware", max_tokens=512),
                   when=datetime(2026, 5, 1, 3, 0, tzinfo=timezone.utc))
     publish_event(event_extra(gs_uri, docs=4), when=datetime(2026, 5, 2, 3, 0, tzinfo=timezone.utc))

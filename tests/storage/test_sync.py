@@ -7,7 +7,7 @@ import time
 import pytest
 from google.cloud import storage as gcs
 
-from nanodata import storage
+from nanodata import corpus, storage
 from nanodata.storage import retry as transfer
 from nanodata.storage.gcs import RESUMABLE_THRESHOLD
 from nanodata.storage.sides import LocalSide, safe_relative_name
@@ -47,7 +47,7 @@ def blobs(bucket, prefix):
 def test_upload_then_second_run_sends_nothing(tmp_path, gcs_bucket):
     src = tmp_path / "src"
     make_source(src)
-    first = storage.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
+    first = corpus.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
     names = expected_names(src)
     assert "_progress.json" not in names and not any(n.endswith(".tmp") for n in names)
     assert first["uploaded"] == len(names) == 15 and first["failed"] == 0 and first["complete"]
@@ -57,11 +57,11 @@ def test_upload_then_second_run_sends_nothing(tmp_path, gcs_bucket):
     for name, blob in remote.items():  # the server's checksum of what it stored
         assert blob.crc32c == file_digest(src / name, "crc32c") and blob.size == (src / name).stat().st_size
 
-    second = storage.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
+    second = corpus.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
     assert (second["uploaded"], second["bytes"], second["skipped"], second["failed"]) == (0, 0, len(names), 0)
 
     (src / "shard_00003.parquet").write_bytes(b"changed contents")  # a changed file is sent again
-    third = storage.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
+    third = corpus.sync(src, f"gs://{gcs_bucket}/corpus", workers=4)
     assert (third["uploaded"], third["skipped"]) == (1, len(names) - 1)
     assert blobs(gcs_bucket, "corpus")["shard_00003.parquet"].download_as_bytes() == b"changed contents"
 
@@ -80,20 +80,20 @@ def test_cli_prints_summary_line(tmp_path, gcs_bucket, capsys):
 def test_download_verified_and_idempotent(tmp_path, gcs_bucket):
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_source(src)
-    storage.sync(src, f"gs://{gcs_bucket}/corpus")
-    got = storage.sync(f"gs://{gcs_bucket}/corpus", dst)
+    corpus.sync(src, f"gs://{gcs_bucket}/corpus")
+    got = corpus.sync(f"gs://{gcs_bucket}/corpus", dst)
     names = expected_names(src)
     assert got["uploaded"] == len(names) and got["failed"] == 0
     assert expected_names(dst) == names
     assert sorted(storage.list_names(dst)) == names  # no .tmp left behind
     for name in names:
         assert (dst / name).read_bytes() == (src / name).read_bytes()
-    assert storage.sync(f"gs://{gcs_bucket}/corpus", dst)["skipped"] == len(names)
+    assert corpus.sync(f"gs://{gcs_bucket}/corpus", dst)["skipped"] == len(names)
 
     # same size, different bytes: the crc32c tells them apart and the file is fetched again
     damaged = dst / "shard_00001.parquet"
     damaged.write_bytes(bytes(len(damaged.read_bytes())))
-    again = storage.sync(f"gs://{gcs_bucket}/corpus", dst)
+    again = corpus.sync(f"gs://{gcs_bucket}/corpus", dst)
     assert again["uploaded"] == 1 and damaged.read_bytes() == (src / "shard_00001.parquet").read_bytes()
 
 
@@ -102,15 +102,15 @@ def test_large_file_uses_resumable_upload_and_round_trips(tmp_path, gcs_bucket):
     src.mkdir()
     big = os.urandom(RESUMABLE_THRESHOLD + 300_000)
     (src / "big.parquet").write_bytes(big)
-    assert storage.sync(src, f"gs://{gcs_bucket}/big")["uploaded"] == 1
-    assert storage.sync(f"gs://{gcs_bucket}/big", dst)["uploaded"] == 1
+    assert corpus.sync(src, f"gs://{gcs_bucket}/big")["uploaded"] == 1
+    assert corpus.sync(f"gs://{gcs_bucket}/big", dst)["uploaded"] == 1
     assert (dst / "big.parquet").read_bytes() == big
 
 
 def test_sentinel_is_written_last(tmp_path, gcs_bucket):
     src = tmp_path / "src"
     make_source(src, n=20)
-    storage.sync(src, f"gs://{gcs_bucket}/c", workers=8)
+    corpus.sync(src, f"gs://{gcs_bucket}/c", workers=8)
     remote = blobs(gcs_bucket, "c")
     data = [b for n, b in remote.items() if n not in ("manifest.json", "_COMPLETE")]
     assert max(b.generation for b in data) < remote["manifest.json"].generation < remote["_COMPLETE"].generation
@@ -134,7 +134,7 @@ def test_traversal_names_refused(tmp_path, gcs_bucket):
     bucket.blob("c//etc/evil").upload_from_string(b"absolute after the prefix")
     dst = tmp_path / "dst"
     with pytest.raises(NanodataError, match="would escape the destination"):
-        storage.sync(f"gs://{gcs_bucket}/c", dst)
+        corpus.sync(f"gs://{gcs_bucket}/c", dst)
     assert not dst.exists() or storage.list_names(dst) == []  # refused before anything was written
     for bad in ("../x", "a/../../x", "/etc/passwd", "a//b", "", "a\\..\\b"):
         with pytest.raises(NanodataError):
@@ -145,17 +145,17 @@ def test_traversal_names_refused(tmp_path, gcs_bucket):
 def test_delete_only_when_asked(tmp_path, gcs_bucket):
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_source(src, n=3)
-    storage.sync(src, f"gs://{gcs_bucket}/c")
+    corpus.sync(src, f"gs://{gcs_bucket}/c")
     dst.mkdir()
     (dst / "local_only.parquet").write_bytes(b"mine")
-    storage.sync(f"gs://{gcs_bucket}/c", dst)
+    corpus.sync(f"gs://{gcs_bucket}/c", dst)
     assert (dst / "local_only.parquet").exists()
-    got = storage.sync(f"gs://{gcs_bucket}/c", dst, delete=True)
+    got = corpus.sync(f"gs://{gcs_bucket}/c", dst, delete=True)
     assert got["deleted"] == 1 and not (dst / "local_only.parquet").exists()
     assert expected_names(dst) == expected_names(src)
 
     (src / "shard_00000.parquet").unlink()  # upload side: --delete removes the remote copy too
-    got = storage.sync(src, f"gs://{gcs_bucket}/c", delete=True)
+    got = corpus.sync(src, f"gs://{gcs_bucket}/c", delete=True)
     assert got["deleted"] == 1 and "shard_00000.parquet" not in blobs(gcs_bucket, "c")
 
 
@@ -177,11 +177,11 @@ def test_watch_pipeline_writer_upload_download(tmp_path, gcs_bucket):
 
     results = {}
     threads = [threading.Thread(target=writer),
-               threading.Thread(target=lambda: results.update(up=storage.sync(src, uri, watch=True,
+               threading.Thread(target=lambda: results.update(up=corpus.sync(src, uri, watch=True,
                                                                               poll_interval=0.1)))]
     for t in threads:
         t.start()
-    down = storage.sync(uri, dst, watch=True, poll_interval=0.1)
+    down = corpus.sync(uri, dst, watch=True, poll_interval=0.1)
     for t in threads:
         t.join(timeout=60)
     names = expected_names(src)
@@ -207,9 +207,9 @@ def test_small_object_helpers(tmp_path, gcs_bucket):
 def test_missing_bucket_and_two_remote_sides(tmp_path, gcs_emulator):
     (tmp_path / "f").write_bytes(b"x")
     with pytest.raises(NanodataError, match="does not exist"):
-        storage.sync(tmp_path, "gs://no-such-bucket-here/p")
+        corpus.sync(tmp_path, "gs://no-such-bucket-here/p")
     with pytest.raises(NanodataError, match="must be a local directory"):
-        storage.sync("gs://bucket-a/p", "gs://bucket-b/q")
+        corpus.sync("gs://bucket-a/p", "gs://bucket-b/q")
 
 
 def test_transient_errors_are_the_retryable_ones():
@@ -244,11 +244,11 @@ def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
     src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     built = tmp_path / "built"
     manifest = jsonl_to_parquet([src], built, rows_per_file=100, row_group_size=16, val_fraction=0.1)
-    up = storage.sync(built, f"gs://{gcs_bucket}/corpus")
+    up = corpus.sync(built, f"gs://{gcs_bucket}/corpus")
     assert up["complete"] and "_progress.json" not in blobs(gcs_bucket, "corpus")
     local = tmp_path / "trainer"
-    assert storage.sync(f"gs://{gcs_bucket}/corpus", local)["complete"]
-    assert dataset.read_manifest(local) == manifest
+    assert corpus.sync(f"gs://{gcs_bucket}/corpus", local)["complete"]
+    assert dataset.read_manifest(local).to_json() == manifest
     train = [t for batch in dataset.parquets_iter_batched("train", data_dir=local) for t in batch]
     val = [t for batch in dataset.parquets_iter_batched("val", data_dir=local) for t in batch]
     assert sorted(train + val) == sorted(docs) and len(val) == manifest["val"]["rows"]
@@ -257,6 +257,6 @@ def test_to_parquet_output_round_trips_through_the_bucket(tmp_path, gcs_bucket):
 def test_local_to_local_sync(tmp_path):
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_source(src, n=5)
-    first = storage.sync(src, dst, workers=2)
+    first = corpus.sync(src, dst, workers=2)
     assert first["complete"] and expected_names(dst) == expected_names(src)
-    assert storage.sync(src, dst)["skipped"] == first["uploaded"]
+    assert corpus.sync(src, dst)["skipped"] == first["uploaded"]

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from foundation.fault_server import FaultServer
-from nanodata import storage
+from nanodata import corpus, storage
 from nanodata.pipeline.chunking.sources import tree_files
 from nanodata.testing.emulator import GcsEmulator
 from nanodata.errors import NanodataError
@@ -51,7 +51,7 @@ def test_upload_outage_then_rerun_completes_without_loss_or_duplicates(tmp_path,
     names = make_files(src, 40, 200_000)
     uri = "gs://faults/c"
     result = {}
-    t = threading.Thread(target=lambda: result.update(r=storage.sync(src, uri, workers=2, attempts=2, backoff=0.05)))
+    t = threading.Thread(target=lambda: result.update(r=corpus.sync(src, uri, workers=2, attempts=2, backoff=0.05)))
     t.start()
     stop_when(own_emulator, "c/", 5)
     t.join(timeout=60)
@@ -61,7 +61,7 @@ def test_upload_outage_then_rerun_completes_without_loss_or_duplicates(tmp_path,
     own_emulator.start()
     remote = GcsSide(uri).list()
     assert "_COMPLETE" not in remote and len(remote) < len(names)
-    second = storage.sync(src, uri, workers=4)
+    second = corpus.sync(src, uri, workers=4)
     assert second["failed"] == 0 and second["complete"]
     assert second["uploaded"] + second["skipped"] == len(names)
     assert second["skipped"] >= first["uploaded"]  # nothing already there was sent twice
@@ -74,10 +74,10 @@ def test_upload_outage_then_rerun_completes_without_loss_or_duplicates(tmp_path,
 def test_download_outage_then_rerun_leaves_verified_files_and_no_temps(tmp_path, own_emulator):
     src, dst = tmp_path / "src", tmp_path / "dst"
     names = make_files(src, 30, 300_000)
-    storage.sync(src, "gs://faults/d", workers=4)
+    corpus.sync(src, "gs://faults/d", workers=4)
     result = {}
     t = threading.Thread(target=lambda: result.update(
-        r=storage.sync("gs://faults/d", dst, workers=1, attempts=2, backoff=0.05)))
+        r=corpus.sync("gs://faults/d", dst, workers=1, attempts=2, backoff=0.05)))
     t.start()
     deadline = time.monotonic() + 30
     while len(list(dst.glob("*.parquet"))) < 3 and time.monotonic() < deadline:
@@ -88,7 +88,7 @@ def test_download_outage_then_rerun_leaves_verified_files_and_no_temps(tmp_path,
     assert not list(dst.rglob("*.tmp"))
 
     own_emulator.start()
-    second = storage.sync("gs://faults/d", dst, workers=4)
+    second = corpus.sync("gs://faults/d", dst, workers=4)
     assert second["failed"] == 0 and second["complete"]
     assert sorted(storage.list_names(dst)) == names
     for name in names:
@@ -101,7 +101,7 @@ def test_short_outage_is_bridged_by_retries(tmp_path, own_emulator):
     own_emulator.stop()
     restart = threading.Timer(0.6, own_emulator.start)
     restart.start()
-    got = storage.sync(src, "gs://faults/r", workers=4, attempts=8, backoff=0.1)
+    got = corpus.sync(src, "gs://faults/r", workers=4, attempts=8, backoff=0.1)
     restart.join()
     assert got["failed"] == 0 and got["uploaded"] == len(names) and got["complete"]
 
@@ -138,7 +138,7 @@ def test_sync_retries_429_408_5xx_and_drops_and_logs_each(tmp_path, gcs_bucket, 
     src = tmp_path / "src"
     names = make_files(src, 4, 20_000)
     proxy.next_faults = ["503", "429", "drop", "408", "500"]
-    got = storage.sync(src, f"gs://{gcs_bucket}/c", workers=1, attempts=6, backoff=0.01)
+    got = corpus.sync(src, f"gs://{gcs_bucket}/c", workers=1, attempts=6, backoff=0.01)
     assert got["failed"] == 0 and got["complete"] and got["uploaded"] == len(names)
     lines = retry_lines(caplog)
     assert len(lines) == 5 and all(" in up to " in line for line in lines)
@@ -153,10 +153,10 @@ def test_attempts_and_deadline_bound_the_retries(tmp_path, gcs_bucket, proxy):
     make_files(src, 2, 1000)
     proxy.next_faults = ["503"] * 1000
     with pytest.raises(NanodataError, match=rf"gs://{gcs_bucket}/c: cannot list the objects: ServiceUnavailable"):
-        storage.sync(src, f"gs://{gcs_bucket}/c", attempts=3, backoff=0.01)
+        corpus.sync(src, f"gs://{gcs_bucket}/c", attempts=3, backoff=0.01)
     assert len(proxy.requests) == 3
     proxy.requests.clear()
     started = time.monotonic()
     with pytest.raises(NanodataError, match="cannot list the objects: RetryError: Timeout of 0.5s exceeded"):
-        storage.sync(src, f"gs://{gcs_bucket}/c", attempts=1000, backoff=0.05, deadline=0.5)
+        corpus.sync(src, f"gs://{gcs_bucket}/c", attempts=1000, backoff=0.05, deadline=0.5)
     assert time.monotonic() - started < 2.5 and 2 <= len(proxy.requests) < 30

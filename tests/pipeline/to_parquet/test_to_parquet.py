@@ -107,7 +107,7 @@ def test_multiple_inputs_and_cli(tmp_path, records, capsys):
                      "--row-group-size", "100", "--val-fraction", "0.05", "--compression", "snappy"])
     assert code == 0
     assert "1500 rows, 0 bad line(s)" in capsys.readouterr().out
-    manifest = dataset.read_manifest(out)
+    manifest = dataset.read_manifest(out).to_json()
     texts = [r["text"] for rs in read_rows(out, manifest).values() for r in rs]
     assert sorted(texts) == sorted(r["text"] for r in records)
     assert pq.ParquetFile(out / "shard_00000.parquet").metadata.row_group(0).column(0).compression == "SNAPPY"

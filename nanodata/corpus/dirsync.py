@@ -1,5 +1,7 @@
 """Copy a corpus between a local directory and gs://bucket/prefix: ordered, idempotent, verified.
 
+The storage layer moves files (nanodata.storage.sides); this module knows what a corpus is made of.
+
 The published upload/download loops polled with `gcloud storage cp` and could exit after the
 sentinel while a shard that landed between two listings was never copied. Here:
 - data files go first (in parallel), then `manifest.json`, then `_COMPLETE`, and the sentinel
@@ -15,7 +17,6 @@ Writers' work files (`*.tmp`, `_*` such as `_progress.json`; `_COMPLETE` excepte
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -23,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nanodata.dataset import COMPLETE, MANIFEST
+from nanodata.corpus.layout import COMPLETE, MANIFEST, Manifest
 from nanodata.errors import NanodataError
 from nanodata.storage.retry import check_range, check_retry_args, one_line, with_retries
 from nanodata.storage.sides import Entry, GcsSide, LocalSide, open_side, safe_relative_name
@@ -131,14 +132,12 @@ class _Run:
         if MANIFEST not in self.done:
             return []
         try:
-            manifest = json.loads(read_bytes(f"{self.dst.uri}/{MANIFEST}") or b"{}")
-            named = [s["name"] for s in manifest.get("shards", [])] + ([manifest["val"]["name"]]
-                                                                       if manifest.get("val") else [])
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("sync: %s is not a nanodata manifest; not checking the files it names", MANIFEST)
+            manifest = Manifest.from_bytes(read_bytes(f"{self.dst.uri}/{MANIFEST}") or b"{}")
+        except NanodataError as exc:
+            log.warning("sync: not checking the files %s names: %s", MANIFEST, exc)
             return []
         present = self.dst.list()
-        return [n for n in named if n not in present]
+        return [entry.name for entry in manifest.files if entry.name not in present]
 
 
 def check_sync_args(src, dst, workers, watch, poll_interval, attempts, backoff, deadline) -> None:

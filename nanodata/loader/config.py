@@ -1,0 +1,108 @@
+"""The loaders' settings as one frozen, keyword-only config, checked once in __post_init__ (as torchtitan's data
+configs are). The runtime objects (tokenizer, device, a resume state) are not settings: they are passed beside it.
+
+The nanochat-compatible functions in loader.py build a LoaderConfig from their keyword arguments, so upstream
+training scripts work unchanged; new code can build one config and pass it around.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from nanodata.loader.packing import CROP_POLICIES
+from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
+
+SPLITS = ("train", "val")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """One corpus of a weighted mixture."""
+    data_dir: str | os.PathLike
+    weight: float
+
+    @classmethod
+    def parse(cls, obj, where: str) -> Source:
+        if isinstance(obj, Source):
+            return obj
+        if not isinstance(obj, dict) or set(obj) != {"data_dir", "weight"}:
+            raise ValueError(f"{where} must be a dict with exactly the keys data_dir and weight, not {obj!r}")
+        weight = obj["weight"]
+        if type(weight) not in (int, float) or not 0 < weight < math.inf:
+            raise ValueError(f"{where}['weight'] must be a number > 0, not {weight!r}")
+        if not isinstance(obj["data_dir"], (str, os.PathLike)):
+            raise ValueError(f"{where}['data_dir'] must be a path, not {obj['data_dir']!r}")
+        return cls(data_dir=obj["data_dir"], weight=float(weight))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    """What a loader reads and how it packs. B, T: batch rows and tokens per row. data_dir or sources (a weighted
+    mixture, best-fit only): local directories or gs://bucket/prefix. rank/world_size: None takes them from
+    torch.distributed, else RANK/WORLD_SIZE. logical_streams (best-fit): fixed for a run, lets it resume on up to
+    that many ranks. See README "The loader" for the rest."""
+    B: int
+    T: int
+    split: str = "train"
+    data_dir: str | os.PathLike | None = None
+    sources: tuple[Source, ...] | None = None
+    tokenizer_threads: int = 4
+    tokenizer_batch_size: int = 128
+    buffer_size: int = 1000
+    logical_streams: int | None = None
+    reweight: bool = False
+    crop: str = "discard"
+    rank: int | None = None
+    world_size: int | None = None
+    streaming: bool = False
+    prefetch: int = 2
+    poll_interval: float = 30.0
+    return_doc_info: bool = False
+    cache_dir: str | os.PathLike | None = None
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+
+    def __post_init__(self):
+        _check_positive(B=self.B, T=self.T, buffer_size=self.buffer_size, tokenizer_threads=self.tokenizer_threads,
+                        tokenizer_batch_size=self.tokenizer_batch_size)
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be 'train' or 'val', not {self.split!r}")
+        if self.crop not in CROP_POLICIES:
+            raise ValueError(f"crop must be one of {CROP_POLICIES}, not {self.crop!r}")
+        if self.logical_streams is not None:
+            _check_positive(logical_streams=self.logical_streams)
+        if self.sources is not None:
+            if self.data_dir is not None:
+                raise ValueError("pass data_dir or sources, not both")
+            if not isinstance(self.sources, (list, tuple)) or not self.sources:
+                raise ValueError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, "
+                                 f"not {self.sources!r}")
+            object.__setattr__(self, "sources", tuple(Source.parse(s, f"sources[{i}]")
+                                                      for i, s in enumerate(self.sources)))
+        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or self.prefetch < 0:
+            raise ValueError(f"prefetch must be an integer >= 0, not {self.prefetch!r}")
+        if not (isinstance(self.poll_interval, (int, float)) and 0 < self.poll_interval < math.inf):
+            raise ValueError(f"poll_interval must be > 0 seconds, not {self.poll_interval!r}")
+        check_cache_args(self.cache_dir, self.cache_bytes)
+
+    @property
+    def data_dirs(self) -> list:
+        """The corpora read, in order: data_dir alone, or each source's."""
+        return [self.data_dir] if self.sources is None else [s.data_dir for s in self.sources]
+
+    @property
+    def weights(self) -> list[float] | None:
+        """A mixture's weights; None for one data_dir."""
+        return None if self.sources is None else [s.weight for s in self.sources]
+
+    @property
+    def files(self) -> dict:
+        """How sources reach a bucket's files."""
+        return {"cache_dir": self.cache_dir, "cache_bytes": self.cache_bytes}
+
+
+def _check_positive(**values) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
