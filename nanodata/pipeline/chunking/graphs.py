@@ -7,7 +7,7 @@ by placing its earliest node first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 
 def topo_order(nodes: Sequence, deps: Mapping) -> list:
@@ -69,23 +69,3 @@ def reachable(start: Sequence, edges: Mapping, depth: int | None = None) -> list
                     nxt.append(target)
         frontier, level = nxt, level + 1
     return order
-
-
-def include_dependencies(project_files: Mapping[str, Sequence[str]],
-                         project_includes: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
-    """project -> other projects holding a file one of its #includes names (matched by path suffix)."""
-    owners: dict[str, set[str]] = {}
-    for project, paths in project_files.items():
-        for path in paths:
-            parts = path.split("/")
-            for k in range(len(parts)):
-                owners.setdefault("/".join(parts[k:]), set()).add(project)
-    deps = {}
-    for project in project_files:
-        found = set()
-        for include in project_includes.get(project, ()):
-            holders = owners.get(include.lstrip("./"), set())
-            if project not in holders:  # an include the project satisfies itself is not a dependency
-                found |= holders
-        deps[project] = sorted(found)
-    return deps

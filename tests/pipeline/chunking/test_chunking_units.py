@@ -6,7 +6,7 @@ import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
-from nanodata.pipeline.chunking.graphs import callees_in_file, include_dependencies, topo_order
+from nanodata.pipeline.chunking.graphs import callees_in_file, topo_order
 from nanodata.pipeline.chunking.units import parse_units
 from nanodata.errors import NanodataError
 from nanodata.tokenizer import SPLIT_PATTERN, load, save_encoding_dir
@@ -87,14 +87,11 @@ def test_topo_order_matches_the_rescan_rule_on_random_graphs():
         assert topo_order(nodes, deps) == _topo_by_rescan(nodes, deps), (nodes, deps)
 
 
-def test_callees_in_file_and_include_dependencies(tokenizer):
+def test_callees_in_file(tokenizer):
     fu = _parse(LAYERS["calls.cpp"], tokenizer)
     names = [u.name for u in fu.units]
     calls = callees_in_file(fu.units)
     assert [names[j] for j in calls[names.index("top_value")]] == ["middle_value"]
-    deps = include_dependencies({"app": ["src/main.cpp"], "lib": ["include/lib/api.h"], "core": ["core/math.h"]},
-                                {"app": ["lib/api.h"], "lib": ["core/math.h", "vector"], "core": []})
-    assert deps == {"app": ["lib"], "lib": ["core"], "core": []}
 
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
