@@ -10,7 +10,9 @@ what the batches depend on (settings, tokenizer, file fingerprints: see state.py
 those, re-reads and re-tokenizes the buffered docs and continues bit-identically. Best-fit runs with logical
 streams or several sources (streams.py) also resume at another world size, from the list of all ranks' states.
 
-Yielded tensors are reused buffers, overwritten when the next batch is requested: clone them to keep them.
+Each batch is a new tensor that the loader never writes again: a caller may keep it, or hand it to a
+wrapper that reads ahead (torch_xla's MpDeviceLoader), without a clone. Only the pinned staging buffer of a
+CUDA device is reused, and only after the copy that read it has finished.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
     data_dirs, weights = _check_sources(data_dir, sources)
     settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
                 "tokenizer_batch_size": tokenizer_batch_size}
+    device = resolve_device(device)
     docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
-                      poll_interval, prefetch, settings, {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
+                      poll_interval, prefetch, settings, {"cache_dir": cache_dir, "cache_bytes": cache_bytes}, device)
     plan = plan_resume(resume_state_dict, docs.settings, logical_streams, weights, bool(reweight))
     rows = _BestFitRows(docs, data_dirs, weights, plan, B, T, buffer_size, crop)
     return _deliver(rows.batches, docs, B, T, device, return_doc_info)
@@ -78,9 +81,10 @@ def tokenizing_distributed_data_loader_with_state(
     cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
     world size it was saved at (one state, or the list of all ranks' states)."""
     _check_positive(B=B, T=T)
+    device = resolve_device(device)
     docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
                       poll_interval, prefetch, {"loader": "concat", "B": B, "T": T},
-                      {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
+                      {"cache_dir": cache_dir, "cache_bytes": cache_bytes}, device)
     plan = plan_resume(resume_state_dict, docs.settings)
     feed = docs.feed(data_dir, docs.rank, docs.world_size)
     restored = []
@@ -199,10 +203,10 @@ class _Documents:
     """What every feed of this rank shares: the encoder of the duck-typed tokenizer (get_bos_token_id();
     encode(list, prepend=, num_threads=); see tokenize.py), the source settings, the stop event, and the settings
     a state records: the loader's own (kind first) and the documents'. `files`: how sources reach a bucket's
-    files (cache_dir, cache_bytes)."""
+    files (cache_dir, cache_bytes); `device` (resolved) decides where a default rank and world size come from."""
 
     def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
-                 loader_settings: dict, files: dict):
+                 loader_settings: dict, files: dict, device: torch.device):
         if split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val', not {split!r}")
         _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
@@ -212,7 +216,7 @@ class _Documents:
             raise ValueError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
         check_cache_args(**files)
         self.files = files
-        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.rank, self.world_size = resolve_rank(rank, world_size, device)
         self.prefetch = prefetch
         self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
         self.bos = tokenizer.get_bos_token_id()
@@ -230,14 +234,17 @@ class _Documents:
 
 
 # -- delivery: prefetch, staging, device ----------------------------------------------------------------------
-def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info: bool):
-    device = resolve_device(device)
+def _deliver(produce, docs: _Documents, B: int, T: int, device: torch.device, return_doc_info: bool):
+    """Each batch is a new buffer on the device, never written again by the loader, so a caller may keep it and a
+    wrapper may read ahead (MpDeviceLoader) without a clone. CPU: the rows are copied once into a new [inputs |
+    targets] tensor. XLA: a new host tensor goes to the runtime (PJRT may read it after the call returns, so it is
+    never refilled) as two device buffers. CUDA: a pinned staging buffer is reused, each fill waiting for the copy
+    that read the last one, into a new device tensor."""
     use_cuda = device.type == "cuda"
-    staging = torch.empty(2 * B * T, dtype=torch.long, pin_memory=use_cuda)  # [inputs | targets]
-    on_device = staging if device.type == "cpu" else torch.empty(2 * B * T, dtype=torch.long, device=device)
-    staged = staging.numpy().reshape(2, B, T)
-    inputs, targets = on_device.view(2, B, T).unbind(0)
+    staging = torch.empty((2, B, T), dtype=torch.long, pin_memory=True) if use_cuda else None
     copied = torch.cuda.Event() if use_cuda else None
+    if device.type == "xla":
+        import torch_xla.core.xla_model as xm  # only here: the package imports without torch_xla
 
     def batches():
         items = produce()
@@ -247,13 +254,24 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info:
             items = prefetched(items, docs.prefetch, docs.stop)
         try:
             for inputs_np, targets_np, state, *info in items:
-                if copied is not None:
+                if use_cuda:
                     copied.synchronize()  # the previous async copy must have read staging before we overwrite it
+                host = staging if use_cuda else torch.empty((2, B, T), dtype=torch.long)
+                staged = host.numpy()
                 staged[0], staged[1] = inputs_np, targets_np
-                if on_device is not staging:
-                    on_device.copy_(staging, non_blocking=use_cuda)
-                    if copied is not None:
-                        copied.record()
+                if device.type == "cpu":
+                    inputs, targets = host.unbind(0)
+                elif use_cuda:
+                    on_device = torch.empty((2, B, T), dtype=torch.long, device=device)
+                    on_device.copy_(host, non_blocking=True)
+                    copied.record()
+                    inputs, targets = on_device.unbind(0)
+                elif device.type == "xla":
+                    # two device buffers in one transfer: as views of one, inputs and targets would be slice ops
+                    # in every graph that reads them (and a compile of its own for a .cpu() of either)
+                    inputs, targets = xm.send_cpu_data_to_device(list(host.unbind(0)), device)
+                else:
+                    inputs, targets = host.to(device).unbind(0)
                 extra = [{k: torch.from_numpy(v).to(device) for k, v in info[0].items()}] if info else []
                 yield inputs, targets, state, *extra
         except LoaderClosed:
@@ -295,10 +313,17 @@ def _check_positive(**values) -> None:
             raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
 
 
-def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Explicit arguments win, then torch.distributed if initialised, then RANK/WORLD_SIZE, then 0/1."""
+def resolve_rank(rank: int | None, world_size: int | None, device: torch.device | None = None) -> tuple[int, int]:
+    """Explicit arguments win; then, on an XLA device, the XLA runtime (as torch.distributed on GPU: under
+    torch_xla.launch the replicas are threads of one process that share its environment and torch.distributed is
+    optional, so only the runtime knows each one's ordinal); then torch.distributed if initialised, then
+    RANK/WORLD_SIZE, then 0/1."""
     if rank is None or world_size is None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
+        if device is not None and device.type == "xla":
+            import torch_xla.runtime as xr  # only here: the package imports without torch_xla
+
+            found = xr.global_ordinal(), xr.world_size()
+        elif torch.distributed.is_available() and torch.distributed.is_initialized():
             found = torch.distributed.get_rank(), torch.distributed.get_world_size()
         else:
             found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
