@@ -6,7 +6,9 @@ is packing plus delivery, not tokenizing. Three ways to the device, each with to
   - device="xla": the loader hands each batch to the XLA runtime (PJRT) itself;
   - device="cpu" under torch_xla's MpDeviceLoader, which transfers in its own thread, batches ahead.
 Wall time (the transfer runs partly in PJRT's threads), the best of interleaved rounds, each ending when the last
-batch is on the device (xm.wait_device_ops). Needs torch_xla: `make bench-xla` (PJRT_DEVICE=CPU, .venv-xla); under
+batch is on the device (xm.wait_device_ops); at torch's default intra-op threads, then at 1: torch_xla copies each
+host tensor with torch's thread pool, whose threads spin-wait for each other when the cores are busy with other
+work (as on this shared 2-core machine), a 1 MB transfer then taking ~10 ms instead of ~0.4 ms. Needs torch_xla: `make bench-xla` (PJRT_DEVICE=CPU, .venv-xla); under
 `make bench` (no torch_xla) it says so and measures nothing. On PJRT CPU the "device" is host memory: this
 shows the loader adds no per-batch cost and no compiles on the XLA path, not a TPU's host-to-HBM bandwidth.
 """
@@ -16,13 +18,15 @@ import shutil
 import time
 from itertools import islice
 
+import torch
+
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 from loader_bench_common import LookupTokenizer, number_corpus  # noqa: E402
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit  # noqa: E402
 
 B, T, BUFFER = 32, 2048, 1000
-BATCHES, ROUNDS = 150, 3
+BATCHES, ROUNDS = 300, 5
 
 
 def main():
@@ -69,23 +73,29 @@ def main():
         batches.close()
 
     ways = {"cpu": run_cpu, "xla": run_xla, "mp_device_loader": run_mp}
-    best = {name: float("inf") for name in ways}
-    compiled = dict.fromkeys(ways, 0)
     try:
-        for _ in range(ROUNDS):  # interleaved: load from other work on the machine falls on every way alike
-            for name, run in ways.items():
-                before, started = compiles(), time.perf_counter()
-                run()
-                best[name] = min(best[name], time.perf_counter() - started)
-                compiled[name] += compiles() - before
+        for threads in sorted({torch.get_num_threads(), 1}, reverse=True):
+            torch.set_num_threads(threads)
+            measure(ways, compiles, threads, xm.xla_device_hw(device))
     finally:
         shutil.rmtree(data_dir)
+
+
+def measure(ways, compiles, threads, hardware):
+    best = {name: float("inf") for name in ways}
+    compiled = dict.fromkeys(ways, 0)
+    for _ in range(ROUNDS):  # interleaved: load from other work on the machine falls on every way alike
+        for name, run in ways.items():
+            before, started = compiles(), time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - started)
+            compiled[name] += compiles() - before
     per_s = {name: BATCHES / seconds for name, seconds in best.items()}
     for name in ("xla", "mp_device_loader"):
         print(f"loader_xla_batches_per_s[{name}]: measured {per_s[name]:.1f} batches/s | reference device=cpu "
               f"{per_s['cpu']:.1f} batches/s | ratio {per_s[name] / per_s['cpu']:.2f}x (goal >= 0.9x) | "
-              f"CompileTime {compiled[name]} over {ROUNDS * BATCHES} batches (B={B}, T={T}, "
-              f"{xm.xla_device_hw(device)} via PJRT)", flush=True)
+              f"CompileTime {compiled[name]} over {ROUNDS * BATCHES} batches  [B={B} T={T}, {hardware} via PJRT, "
+              f"torch intra-op threads {threads}]", flush=True)
 
 
 if __name__ == "__main__":

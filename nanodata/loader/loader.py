@@ -238,42 +238,50 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device: torch.device, re
     """Each batch is a new buffer on the device, never written again by the loader, so a caller may keep it and a
     wrapper may read ahead (MpDeviceLoader) without a clone. CPU: the rows are copied once into a new [inputs |
     targets] tensor. XLA: a new host tensor goes to the runtime (PJRT may read it after the call returns, so it is
-    never refilled) as two device buffers. CUDA: a pinned staging buffer is reused, each fill waiting for the copy
-    that read the last one, into a new device tensor."""
-    use_cuda = device.type == "cuda"
+    never refilled), sent from the prefetch thread when there is one, so batch k+1 is on its way while step k
+    runs. CUDA: a pinned staging buffer is reused, each fill waiting for the copy that read the last one, into a
+    new device tensor."""
+    use_cuda, on_xla = device.type == "cuda", device.type == "xla"
     staging = torch.empty((2, B, T), dtype=torch.long, pin_memory=True) if use_cuda else None
     copied = torch.cuda.Event() if use_cuda else None
-    if device.type == "xla":
+    if on_xla:
         import torch_xla.core.xla_model as xm  # only here: the package imports without torch_xla
+
+    def place(item):
+        inputs_np, targets_np, state, *info = item
+        if use_cuda:
+            copied.synchronize()  # the previous async copy must have read staging before we overwrite it
+        host = staging if use_cuda else torch.empty((2, B, T), dtype=torch.long)
+        staged = host.numpy()
+        staged[0], staged[1] = inputs_np, targets_np
+        if device.type == "cpu":
+            inputs, targets = host.unbind(0)
+        elif on_xla:
+            # two device buffers in one transfer: as views of one, inputs and targets would be slice ops in every
+            # graph that reads them (and a compile of its own for a .cpu() of either)
+            inputs, targets = xm.send_cpu_data_to_device(list(host.unbind(0)), device)
+        elif use_cuda:
+            on_device = torch.empty((2, B, T), dtype=torch.long, device=device)
+            on_device.copy_(host, non_blocking=True)
+            copied.record()
+            inputs, targets = on_device.unbind(0)
+        else:
+            inputs, targets = host.to(device).unbind(0)
+        extra = [{k: torch.from_numpy(v).to(device) for k, v in info[0].items()}] if info else []
+        return inputs, targets, state, *extra
 
     def batches():
         items = produce()
         if return_doc_info:
             items = ((*item, doc_info(item[0], docs.bos)) for item in items)
+        if on_xla:  # placed where they are made: in the prefetch thread, as MpDeviceLoader would
+            items = map(place, items)
         if docs.prefetch:
             items = prefetched(items, docs.prefetch, docs.stop)
         try:
-            for inputs_np, targets_np, state, *info in items:
-                if use_cuda:
-                    copied.synchronize()  # the previous async copy must have read staging before we overwrite it
-                host = staging if use_cuda else torch.empty((2, B, T), dtype=torch.long)
-                staged = host.numpy()
-                staged[0], staged[1] = inputs_np, targets_np
-                if device.type == "cpu":
-                    inputs, targets = host.unbind(0)
-                elif use_cuda:
-                    on_device = torch.empty((2, B, T), dtype=torch.long, device=device)
-                    on_device.copy_(host, non_blocking=True)
-                    copied.record()
-                    inputs, targets = on_device.unbind(0)
-                elif device.type == "xla":
-                    # two device buffers in one transfer: as views of one, inputs and targets would be slice ops
-                    # in every graph that reads them (and a compile of its own for a .cpu() of either)
-                    inputs, targets = xm.send_cpu_data_to_device(list(host.unbind(0)), device)
-                else:
-                    inputs, targets = host.to(device).unbind(0)
-                extra = [{k: torch.from_numpy(v).to(device) for k, v in info[0].items()}] if info else []
-                yield inputs, targets, state, *extra
+            for item in items:
+                # CUDA's copy stays in the caller's thread: it is queued on the caller's current stream
+                yield item if on_xla else place(item)
         except LoaderClosed:
             return
         finally:
