@@ -322,9 +322,9 @@ def _check_positive(**values) -> None:
 
 
 def resolve_rank(rank: int | None, world_size: int | None, device: torch.device | None = None) -> tuple[int, int]:
-    """Explicit arguments win; then, on an XLA device, the XLA runtime (as torch.distributed on GPU: under
-    torch_xla.launch the replicas are threads of one process that share its environment and torch.distributed is
-    optional, so only the runtime knows each one's ordinal); then torch.distributed if initialised, then
+    """Explicit arguments win; then, on an XLA device, the XLA runtime, as torch.distributed on GPU (under
+    torch_xla.launch replicas may be threads of one process, sharing its environment, and torch.distributed is
+    optional: only the runtime knows each one's ordinal); then torch.distributed if initialised, then
     RANK/WORLD_SIZE, then 0/1."""
     if rank is None or world_size is None:
         if device is not None and device.type == "xla":
