@@ -1,11 +1,12 @@
-# nanodata: `make demo` runs the main job, `make test` the whole suite, `make bench` the benchmarks.
+# nanodata: `make demo` runs the main job, `make test` the whole suite, `make bench` the benchmarks;
+# `make test-xla` / `make bench-xla` the TPU path on XLA's CPU runtime, in .venv-xla.
 # Every target sets up .venv from requirements.lock first (exact versions), so a fresh clone needs nothing else.
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test demo bench lock clean
+.PHONY: setup test demo bench lock clean setup-xla test-xla bench-xla lock-xla
 
 setup: $(STAMP)
 
@@ -38,9 +39,38 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
+# The TPU path (tests/xla): torch-xla 2.9.0, the newest release, needs torch 2.9.0, not the main lock's 2.13, so it
+# gets its own venv, lock and stamp (.venv is never touched; a second run installs nothing). PJRT_DEVICE=CPU runs
+# the real XLA runtime on this machine's CPU. torch 2.9.0 from PyPI is the CUDA build: ~3 GB downloaded, ~7.5 GB
+# installed, ~4 min here (PyPI has no CPU-only x86_64 wheel of it; without its nvidia-* packages torch won't import).
+XLA_VENV   := .venv-xla
+XLA_PY     := $(XLA_VENV)/bin/python
+XLA_STAMP  := $(XLA_VENV)/.installed-stamp
+# Python 3.10-3.13 (torch-xla 2.9.0's wheels; the lock is made on 3.11)
+XLA_PYTHON ?= python3
+XLA_ENV    := PATH=$(CURDIR)/$(XLA_VENV)/bin:$$PATH PJRT_DEVICE=CPU
+
+setup-xla: $(XLA_STAMP)
+
+$(XLA_STAMP): pyproject.toml requirements-xla.lock
+	test -x $(XLA_PY) || $(XLA_PYTHON) -m venv $(XLA_VENV)
+	$(XLA_PY) -m pip install --quiet --disable-pip-version-check "pip==26.3"
+	$(XLA_PY) -m pip install --quiet -c requirements-xla.lock -e ".[dev]" torch-xla
+	touch $(XLA_STAMP)
+
+test-xla: $(XLA_STAMP)
+	$(XLA_ENV) $(XLA_PY) -m pytest -q tests/xla
+
+bench-xla: $(XLA_STAMP)
+	$(XLA_ENV) $(XLA_PY) benchmarks/bench_loader_xla.py
+
+lock-xla: $(XLA_STAMP)
+	{ sed -n '1,2p' requirements-xla.lock; $(XLA_PY) -m pip freeze --exclude-editable | grep -v '^nanodata'; } > requirements-xla.lock.tmp
+	mv requirements-xla.lock.tmp requirements-xla.lock
+
 lock: $(STAMP)
 	{ sed -n '1,2p' requirements.lock; $(PY) -m pip freeze --exclude-editable | grep -v '^nanodata' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; } > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.lock
 
 clean:
-	rm -rf $(VENV) demo_out .pytest_cache
+	rm -rf $(VENV) $(XLA_VENV) demo_out .pytest_cache

@@ -10,7 +10,9 @@ what the batches depend on (settings, tokenizer, file fingerprints: see state.py
 those, re-reads and re-tokenizes the buffered docs and continues bit-identically. Best-fit runs with logical
 streams or several sources (streams.py) also resume at another world size, from the list of all ranks' states.
 
-Yielded tensors are reused buffers, overwritten when the next batch is requested: clone them to keep them.
+Each batch is a new tensor that the loader never writes again: a caller may keep it, or hand it to a
+wrapper that reads ahead (torch_xla's MpDeviceLoader), without a clone. Only the pinned staging buffer of a
+CUDA device is reused, and only after the copy that read it has finished.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from nanodata.loader.tokenize import batch_encoder
 
 def bestfit_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_state_dict=None):
     """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
-    doc_info dict {"cu_seqlens", "position_ids"} when config.return_doc_info. inputs and targets are views of one
-    reused buffer, overwritten by the next batch.
+    doc_info dict {"cu_seqlens", "position_ids"} when config.return_doc_info. Each batch is a new tensor the
+    loader never writes again (see _deliver).
 
     config.sources (a weighted mixture) replaces data_dir; logical_streams=N (fixed for a run) lets it resume on up
     to N ranks. resume_state_dict: one state, or the list of all ranks' states (gather_states), which resumes at
@@ -46,7 +48,8 @@ def bestfit_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_sta
     c = config
     settings = {"loader": "bestfit", "B": c.B, "T": c.T, "buffer_size": c.buffer_size, "crop": c.crop,
                 "tokenizer_batch_size": c.tokenizer_batch_size}
-    docs = _Documents(tokenizer, c, settings)
+    device = resolve_device(device)
+    docs = _Documents(tokenizer, c, settings, device)
     plan = plan_resume(resume_state_dict, docs.settings, c.logical_streams, c.weights, bool(c.reweight))
     rows = _BestFitRows(docs, c.data_dirs, c.weights, plan, c.B, c.T, c.buffer_size, c.crop)
     return _deliver(rows.batches, docs, c.B, c.T, device, c.return_doc_info)
@@ -60,7 +63,8 @@ def concat_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_stat
     c = config
     if c.sources is not None or c.logical_streams is not None:
         raise ValueError("sources and logical_streams are settings of the best-fit loader, not the concatenating one")
-    docs = _Documents(tokenizer, c, {"loader": "concat", "B": c.B, "T": c.T})
+    device = resolve_device(device)
+    docs = _Documents(tokenizer, c, {"loader": "concat", "B": c.B, "T": c.T}, device)
     plan = plan_resume(resume_state_dict, docs.settings)
     feed = docs.feed(c.data_dir, docs.rank, docs.world_size)
     restored = []
@@ -214,11 +218,11 @@ class _Documents:
     """What every feed of this rank shares: the encoder of the duck-typed tokenizer (get_bos_token_id();
     encode(list, prepend=, num_threads=); see tokenize.py), the source settings, the stop event, and the settings
     a state records: the loader's own (kind first) and the documents'. `files`: how sources reach a bucket's
-    files (cache_dir, cache_bytes)."""
+    files (cache_dir, cache_bytes); `device` (resolved) decides where a default rank and world size come from."""
 
-    def __init__(self, tokenizer, config: LoaderConfig, loader_settings: dict):
+    def __init__(self, tokenizer, config: LoaderConfig, loader_settings: dict, device: torch.device):
         self.files = config.files
-        self.rank, self.world_size = resolve_rank(config.rank, config.world_size)
+        self.rank, self.world_size = resolve_rank(config.rank, config.world_size, device)
         self.prefetch = config.prefetch
         self.split, self.batch_size = config.split, config.tokenizer_batch_size
         self.streaming, self.poll_interval = config.streaming, config.poll_interval
@@ -237,32 +241,54 @@ class _Documents:
 
 
 # -- delivery: prefetch, staging, device ----------------------------------------------------------------------
-def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info: bool):
-    device = resolve_device(device)
-    use_cuda = device.type == "cuda"
-    staging = torch.empty(2 * B * T, dtype=torch.long, pin_memory=use_cuda)  # [inputs | targets]
-    on_device = staging if device.type == "cpu" else torch.empty(2 * B * T, dtype=torch.long, device=device)
-    staged = staging.numpy().reshape(2, B, T)
-    inputs, targets = on_device.view(2, B, T).unbind(0)
+def _deliver(produce, docs: _Documents, B: int, T: int, device: torch.device, return_doc_info: bool):
+    """Each batch is a new buffer on the device, never written again by the loader, so a caller may keep it and a
+    wrapper may read ahead (MpDeviceLoader) without a clone. CPU: the rows are copied once into a new [inputs |
+    targets] tensor. XLA: a new host tensor goes to the runtime (PJRT may read it after the call returns, so it is
+    never refilled), sent from the prefetch thread when there is one, so batch k+1 is on its way while step k
+    runs. CUDA: a pinned staging buffer is reused, each fill waiting for the copy that read the last one, into a
+    new device tensor."""
+    use_cuda, on_xla = device.type == "cuda", device.type == "xla"
+    staging = torch.empty((2, B, T), dtype=torch.long, pin_memory=True) if use_cuda else None
     copied = torch.cuda.Event() if use_cuda else None
+    if on_xla:
+        import torch_xla.core.xla_model as xm  # only here: the package imports without torch_xla
+
+    def place(item):
+        inputs_np, targets_np, state, *info = item
+        if use_cuda:
+            copied.synchronize()  # the previous async copy must have read staging before we overwrite it
+        host = staging if use_cuda else torch.empty((2, B, T), dtype=torch.long)
+        staged = host.numpy()
+        staged[0], staged[1] = inputs_np, targets_np
+        if device.type == "cpu":
+            inputs, targets = host.unbind(0)
+        elif on_xla:
+            # two device buffers in one transfer: as views of one, inputs and targets would be slice ops in every
+            # graph that reads them (and a compile of its own for a .cpu() of either)
+            inputs, targets = xm.send_cpu_data_to_device(list(host.unbind(0)), device)
+        elif use_cuda:
+            on_device = torch.empty((2, B, T), dtype=torch.long, device=device)
+            on_device.copy_(host, non_blocking=True)
+            copied.record()
+            inputs, targets = on_device.unbind(0)
+        else:
+            inputs, targets = host.to(device).unbind(0)
+        extra = [{k: torch.from_numpy(v).to(device) for k, v in info[0].items()}] if info else []
+        return inputs, targets, state, *extra
 
     def batches():
         items = produce()
         if return_doc_info:
             items = ((*item, doc_info(item[0], docs.bos)) for item in items)
+        if on_xla:  # placed where they are made: in the prefetch thread, as MpDeviceLoader would
+            items = map(place, items)
         if docs.prefetch:
             items = prefetched(items, docs.prefetch, docs.stop)
         try:
-            for inputs_np, targets_np, state, *info in items:
-                if copied is not None:
-                    copied.synchronize()  # the previous async copy must have read staging before we overwrite it
-                staged[0], staged[1] = inputs_np, targets_np
-                if on_device is not staging:
-                    on_device.copy_(staging, non_blocking=use_cuda)
-                    if copied is not None:
-                        copied.record()
-                extra = [{k: torch.from_numpy(v).to(device) for k, v in info[0].items()}] if info else []
-                yield inputs, targets, state, *extra
+            for item in items:
+                # CUDA's copy stays in the caller's thread: it is queued on the caller's current stream
+                yield item if on_xla else place(item)
         except LoaderClosed:
             return
         finally:
@@ -277,10 +303,17 @@ def _without_state(loader):
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
-def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """Explicit arguments win, then torch.distributed if initialised, then RANK/WORLD_SIZE, then 0/1."""
+def resolve_rank(rank: int | None, world_size: int | None, device: torch.device | None = None) -> tuple[int, int]:
+    """Explicit arguments win; then, on an XLA device, the XLA runtime, as torch.distributed on GPU (under
+    torch_xla.launch replicas may be threads of one process, sharing its environment, and torch.distributed is
+    optional: only the runtime knows each one's ordinal); then torch.distributed if initialised, then
+    RANK/WORLD_SIZE, then 0/1."""
     if rank is None or world_size is None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
+        if device is not None and device.type == "xla":
+            import torch_xla.runtime as xr  # only here: the package imports without torch_xla
+
+            found = xr.global_ordinal(), xr.world_size()
+        elif torch.distributed.is_available() and torch.distributed.is_initialized():
             found = torch.distributed.get_rank(), torch.distributed.get_world_size()
         else:
             found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))

@@ -1,4 +1,4 @@
-"""Device handling, reused output buffers, and per-row document boundaries for varlen attention."""
+"""Device handling, output buffers (one per batch), and per-row document boundaries for varlen attention."""
 
 import torch
 
@@ -19,13 +19,17 @@ def test_device_may_be_a_string_or_a_torch_device(tokenizer, corpus_dir):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
-def test_outputs_are_reused_views_of_one_staging_buffer(tokenizer, corpus_dir):
+def test_each_batch_is_a_new_buffer_never_rewritten(tokenizer, corpus_dir):
+    """[inputs | targets] of one contiguous buffer per batch; a batch the caller keeps is never overwritten, so
+    holding it (or a wrapper reading ahead, as torch_xla's MpDeviceLoader) needs no clone."""
     loader = _bestfit(tokenizer, corpus_dir, device="cpu", prefetch=0)
     inputs, targets = next(loader)
+    assert inputs.is_contiguous() and targets.is_contiguous()
     assert targets.data_ptr() == inputs.data_ptr() + inputs.numel() * inputs.element_size()  # [inputs | targets]
-    first = inputs.clone()
+    first, first_targets = inputs.clone(), targets.clone()
     inputs2, _ = next(loader)
-    assert inputs2.data_ptr() == inputs.data_ptr() and not torch.equal(inputs, first)
+    assert inputs2.data_ptr() != inputs.data_ptr() and not torch.equal(inputs2, first)
+    assert torch.equal(inputs, first) and torch.equal(targets, first_targets)
 
 
 def _check_doc_info(inputs, info, bos):
