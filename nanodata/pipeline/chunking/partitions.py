@@ -37,6 +37,7 @@ class _Planner:
         self.problems: list[list[str]] = []
         self.bytes = 0
         self.count = 0
+        self.total = 0  # bytes of every partition so far
 
     @property
     def room(self) -> int:
@@ -45,6 +46,7 @@ class _Planner:
     def add(self, piece: dict, size: int) -> None:
         self.pieces.append(piece)
         self.bytes += size
+        self.total += size
         if self.bytes >= self.limit:
             self.close()
 
@@ -106,9 +108,9 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
     flush()
 
 
-def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> int:
+def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> tuple[int, int]:
     """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
-    the input number is the position); returns how many there are."""
+    the input number is the position); returns how many there are and their bytes (decompressed)."""
     planner = _Planner(stage, partition_bytes)
     scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
     try:
@@ -120,7 +122,7 @@ def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extens
         planner.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return planner.count
+    return planner.count, planner.total
 
 
 def load_partition(stage: str, number: int) -> dict:
