@@ -75,6 +75,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
         from nanodata.errors import NanodataError
 
         raise NanodataError(f"partition_mb {partition_mb}: must be > 0")
+    started = time.perf_counter()
     inputs = list_inputs(source)
     key = build_key(inputs, params)
     stage = stage_uri(dest, key, partition_mb)
@@ -89,6 +90,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
         planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
                    "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
                    "batches": batch_bounds(n, max_batches)}
+        write_json(join(stage, "timings", "plan.json"), {"seconds": round(time.perf_counter() - started, 3)})
         write_json(join(stage, PLAN), planned)
     log.info("build %s: %d inputs in %d partitions of <= %g MB, %d batches", key, len(inputs),
              planned["partitions"], partition_mb, len(planned["batches"]))
@@ -178,7 +180,7 @@ def index(planned: dict) -> list[dict]:
     if not planned["parse"] or read_json(join(stage, "index", SUMMARY)) is not None:
         return planned["chunk"]
     plan_ = read_json(join(stage, PLAN))
-    with tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
+    with _timed(stage, "index"), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
         tmp = Path(tmp)
 
         def fetch(number):
@@ -230,7 +232,8 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
 
 def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
     """After chunk (unmapped, reads nothing but plan.json): fix the shard count; the bucket batches to map."""
-    return tail.route(stage, key, chunked, rows_per_file=rows_per_file, val_fraction=val_fraction)
+    with _timed(stage, "route"):
+        return tail.route(stage, key, chunked, rows_per_file=rows_per_file, val_fraction=val_fraction)
 
 
 def bucket_batch(ref: dict) -> dict:
@@ -252,10 +255,11 @@ def publish(dest: str, stage: str, key: str) -> dict:
     from nanodata import __version__
 
     target = build_uri(dest, key)
-    manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus")
-    planned = read_json(join(stage, PLAN)) or {}
+    with _timed(stage, "publish"):
+        manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus")
+        planned = read_json(join(stage, PLAN)) or {}
+        buckets = tail.bucket_stats(stage)
     shards = manifest["shards"] + ([manifest["val"]] if manifest.get("val") else [])
-    buckets = tail.bucket_stats(stage)
     info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest["total_rows"],
             "tokens": sum(s["tokens"] or 0 for s in manifest["shards"]) + _val_tokens(stage),
             "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
@@ -285,6 +289,38 @@ def cleanup(dest: str, key: str) -> dict:
     return {"key": key, "removed": removed}
 
 
+@contextlib.contextmanager
+def _timed(stage: str, step: str):
+    """Record an unmapped step's seconds (timings/STEP.json) for the report's task table."""
+    started = time.perf_counter()
+    yield
+    uri = join(stage, "timings", step + ".json")
+    if not storage.exists(uri):  # the first run's time: a re-run that found the work done writes nothing
+        write_json(uri, {"seconds": round(time.perf_counter() - started, 3)})
+
+
+def task_times(stage: str) -> list[dict]:
+    """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
+    summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
+    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
+    tail_ = read_json(join(stage, tail.TAIL)) or {"buckets": 0, "shards": -1}
+    mapped = {"parse": [join(stage, "units", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
+              "chunk": [join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
+              "bucket": [join(stage, tail.ROUTED, f"{b:05d}.json") for b in range(tail_["buckets"])],
+              "shard": [join(stage, tail.SHARDS, f"{s:05d}.json") for s in range(tail_["shards"] + 1)]}
+    rows = []
+    for step in ("plan", "parse", "index", "chunk", "route", "bucket", "shard", "publish"):
+        if step in mapped:
+            seconds = [s["seconds"] for s in map(read_json, mapped[step]) if s is not None]
+            if seconds:
+                rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
+        else:
+            timing = read_json(join(stage, "timings", step + ".json"))
+            if timing is not None:
+                rows.append({"task": step, "mapped": False, "instances": 1, "seconds": timing["seconds"]})
+    return rows
+
+
 def partition_stats(stage: str) -> list[dict]:
     """Per partition, what its chunk task counted (for the report)."""
     plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
@@ -307,12 +343,13 @@ def report(dest: str, key: str, tokenizer: str = "cl100k_base", stage: str | Non
     report_uri = join(target, REPORT_DIR)
     if all(storage.exists(join(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
         return join(report_uri, INDEX_HTML)
-    partitions = partition_stats(stage) if stage else None
+    extra = ({"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage)}
+             if stage else {})
     if not is_gcs(target):
-        return str(write_report(target, tokenizer=tokenizer, partitions=partitions, max_tokens=max_tokens))
+        return str(write_report(target, tokenizer=tokenizer, max_tokens=max_tokens, **extra))
     with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
         local = fetch_dir(target, Path(tmp) / "build")
-        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions,
-                             max_tokens=max_tokens, uri=target)  # the report names the build, not this copy
+        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, max_tokens=max_tokens,
+                             uri=target, **extra)  # the report names the build, not this copy
         put_dir(index.parent, report_uri)
     return join(report_uri, INDEX_HTML)

@@ -48,6 +48,7 @@ ROUTED = "routed"     # routed/BBBBB.bin + .json: a bucket's kept docs grouped b
 SHARDS = "shards"     # shards/SSSSS.json: the files a shard task wrote
 TAIL = "tail.json"    # what route decided: buckets, shards, batches
 VAL_NAME = "val_shard.parquet"
+SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per shard task: a 200 MB input gives >= 8 shard tasks
 
 
 def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED_TASKS) -> int:
@@ -56,9 +57,11 @@ def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED
 
 
 def shard_count(docs: int, doc_bytes: int, rows_per_file: int, val_fraction: float) -> int:
-    """S train shards from the docs chunked before dedupe: the same however the work was cut."""
+    """S train shards from the docs chunked before dedupe (the same however the work was cut): enough that
+    a shard holds about rows_per_file docs at most and SHARD_TARGET_BYTES of docs, so shard tasks are
+    spread over workers even when rows_per_file alone would make one shard of a 200 MB build."""
     train = 1 - val_fraction
-    return max(1, math.ceil(docs * train / rows_per_file), math.ceil(doc_bytes * train / FILE_BYTES))
+    return max(1, math.ceil(docs * train / rows_per_file), math.ceil(doc_bytes * train / SHARD_TARGET_BYTES))
 
 
 def shard_file(shard: int, k: int) -> str:
