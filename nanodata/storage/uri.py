@@ -112,6 +112,32 @@ class _GcsRangeStream(io.RawIOBase):
         return n
 
 
+class _GcsSeekable(_GcsRangeStream):
+    """A whole object version as a seekable stream (for readers that seek, such as a gzip seek index)."""
+
+    def __init__(self, uri: str):
+        super().__init__(uri, 0, None)
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos - len(self.buffer), io.SEEK_END: self.stop}[whence]
+        self.pos, self.buffer = max(0, base + offset), b""
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos - len(self.buffer)
+
+
+def open_seekable(uri: str | os.PathLike):
+    """A seekable binary stream of a local file or one gs:// object version (ranged GETs)."""
+    uri = os.fspath(uri)
+    if parse_gs(uri) is None:
+        return open_read(uri)
+    return io.BufferedReader(_GcsSeekable(uri), READ_RANGE)
+
+
 def join_uri(base: str, *parts: str) -> str:
     """base/part/...: a gs:// URI or a local path."""
     return "/".join([os.fspath(base).rstrip("/"), *(p.strip("/") for p in parts)])

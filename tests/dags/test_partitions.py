@@ -79,10 +79,40 @@ def test_corpus_is_identical_for_any_partition_size_and_bucket_count_and_equal_t
     counts = [p for p, _ in partitions[:3]]
     assert counts[0] > counts[1] > counts[2] == 1
     assert partitions[0][1] > 3 and {b for _, b in partitions[3:]} == {1, 3}
-    # the smallest size split every input: the gz input became several pieces
+    # the smallest size split every input: the gz input became several ranges read through its seek index
     stage = Path(cpp_corpus.stage_uri(str(tmp_path / "dest-0.002-None"), planned["key"], 0.002))
-    assert sum(1 for p in (stage / "partitions").glob("*.json")
-               if any(pc["input"] == 1 for pc in json.loads(p.read_text())["pieces"])) >= 2
+    gz_pieces = [pc for p in (stage / "partitions").glob("*.json") for pc in json.loads(p.read_text())["pieces"]
+                 if pc["input"] == 1]
+    assert len(gz_pieces) >= 2 and all(pc["gzindex"] for pc in gz_pieces)
+
+
+def test_a_gzip_input_is_split_with_no_decompressed_copy(source, tmp_path):
+    """plan reads the .gz once with rapidgzip (parallel) and stages only its seek index; each chunk task
+    seeks to its own decompressed range. No part files, and what plan stages is far smaller than the input."""
+    planned = cpp_corpus.plan(str(source), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=0.002)
+    stage = Path(planned["stage"])
+    assert not (stage / "parts").exists() and (stage / "gzindex" / "00001.gzidx").is_file()
+    decompressed = len(gzip.decompress((source / "std.jsonl.gz").read_bytes()))
+    gz_ranges = sorted((pc["start"], pc["stop"]) for p in (stage / "partitions").glob("*.json")
+                       for pc in json.loads(p.read_text())["pieces"] if pc["input"] == 1)
+    assert len(gz_ranges) >= 2 and gz_ranges[0][0] == 0 and gz_ranges[-1][1] == decompressed
+    assert all(a[1] == b[0] for a, b in zip(gz_ranges, gz_ranges[1:]))  # contiguous, nothing read twice
+
+
+def test_a_truncated_gzip_input_takes_the_checked_path(tmp_path):
+    """rapidgzip may end a truncated .gz quietly or refuse it; either way plan falls back to gzip, which
+    finds the damage: one line naming the input, and no partial corpus planned."""
+    from nanodata.errors import NanodataError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    records = "".join(json.dumps({"text": f"int f{i}() {{ return {i}; }}\n" * 50}) + "\n" for i in range(400))
+    whole = gzip.compress(records.encode())
+    (src / "cut.jsonl.gz").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(NanodataError, match=r"cut.jsonl.gz: cannot decompress: Compressed file ended") as info:
+        cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=256)
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "dest").rglob("plan.json"))
 
 
 def test_dedupe_keeps_the_first_occurrence_across_buckets(tmp_path):
