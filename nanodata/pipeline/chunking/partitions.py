@@ -79,7 +79,7 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
     index = scratch / "index.gzidx"
     try:
         # `with` closes the reader: one left open at interpreter exit aborts the process (DESIGN.md)
-        with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=os.cpu_count()) as f:
+        with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=len(os.sched_getaffinity(0))) as f:
             for _, cut in split_at_lines(f, planner.room, planner.limit):
                 if cut is not None:
                     pieces.append(cut)
