@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -155,15 +156,19 @@ def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
 
 
+def _index_cache(index_uri: str) -> Path:
+    import hashlib
+
+    return Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(index_uri.encode()).hexdigest()[:16]
+
+
 def _index_path(stage: str, cache: Path | None = None) -> Path:
     """A local path of the build's index: the staged file itself when local, else a copy cached on this
     machine (downloaded once per build, shared by the tasks that run here)."""
     uri = join(stage, "index", "index.sqlite")
     if not is_gcs(uri):
         return Path(uri)
-    import hashlib
-
-    cache = cache or Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+    cache = cache or _index_cache(uri)
     local = cache / "index.sqlite"
     if not local.is_file():  # tasks running side by side each download to their own name; the last rename wins
         cache.mkdir(parents=True, exist_ok=True)
@@ -281,7 +286,11 @@ def cleanup(dest: str, key: str) -> dict:
     and this machine's cached index copies. A failed build never gets here, so a retry resumes from staging."""
     if (read_json(join(dest, LATEST)) or {}).get("key") != key or not storage.exists(join(build_uri(dest, key), COMPLETE)):
         raise RuntimeError(f"build {key} is not committed: its staging is kept")
-    removed = storage.delete_tree(staging_uri(dest, key))
+    staging = staging_uri(dest, key)
+    for name in storage.list_names(staging):  # this machine's cached copies of the build's indexes
+        if name.endswith("/index/index.sqlite"):
+            shutil.rmtree(_index_cache(join(staging, name)), ignore_errors=True)
+    removed = storage.delete_tree(staging)
     if not is_gcs(dest):  # the .staging directory itself, once no other build's staging is in it
         with contextlib.suppress(OSError):
             os.rmdir(join(dest, ".staging"))

@@ -205,9 +205,11 @@ def test_gcs_source_with_compressed_input_builds_the_same_corpus(source, tmp_pat
                                   {**PARAMS, "mode": "compilable"}, 0.01)
     assert _build_files(f"gs://{gcs_bucket}/dest", remote["key"]) == _build_files(str(tmp_path / "local"), local["key"])
     assert sum(c["partitions"] for c in chunks) > 2
-    # staging under the bucket goes too, once committed
+    # staging under the bucket goes too, once committed, and so does this machine's cached copy of the index
+    cache = cpp_corpus._index_cache(f"{remote['stage']}/index/index.sqlite")
+    assert cache.is_dir()
     cpp_corpus.cleanup(f"gs://{gcs_bucket}/dest", remote["key"])
-    assert storage.list_names(f"gs://{gcs_bucket}/dest/.staging") == []
+    assert storage.list_names(f"gs://{gcs_bucket}/dest/.staging") == [] and not cache.exists()
 
 
 def test_a_folder_of_cpp_files_is_a_source(tmp_path):

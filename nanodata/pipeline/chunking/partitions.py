@@ -79,7 +79,8 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
     index = scratch / "index.gzidx"
     try:
         # `with` closes the reader: one left open at interpreter exit aborts the process (DESIGN.md)
-        with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=len(os.sched_getaffinity(0))) as f:
+        cores = len(os.sched_getaffinity(0))  # the cores this task gets, not the machine's
+        with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=cores) as f:
             for _, cut in split_at_lines(f, planner.room, planner.limit):
                 if cut is not None:
                     pieces.append(cut)
