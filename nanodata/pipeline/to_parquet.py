@@ -99,7 +99,7 @@ class Converter:
     def flush_shard(self, spool) -> None:
         """Write the train spool as the next shard, sorted by the shared shuffle key, and checkpoint."""
         index = len(self.state["shards"])
-        train, self.train = self.train, None
+        train = self.train
         try:
             files = train.write(lambda _: self.out / shard_name(index), rows_per_file=len(train), file_bytes=2 ** 62,
                                 row_group_rows=self.params["row_group_size"],
@@ -162,7 +162,7 @@ class Converter:
                 else:
                     self.save_progress(spool)
             finally:
-                self.train.close()
+                self.train.close()  # closing twice (after a failed flush) is harmless
 
     def write_val(self) -> dict | None:
         """val_shard.parquet: the val spool's docs sorted by the shuffle key, as the DAG's val task writes it."""
