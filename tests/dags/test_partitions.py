@@ -224,6 +224,25 @@ def test_a_folder_of_cpp_files_is_a_source(tmp_path):
     assert sources == {"loose/stl_pair.h", "loose/stl_heap.h"}
 
 
+def test_partitions_stay_within_twice_the_size_except_a_single_bigger_file(tmp_path):
+    """Files of mixed sizes around the partition size: a partition passes 2x partition_mb only when it is one
+    file bigger than that, and every file lands in exactly one partition."""
+    src = tmp_path / "src"
+    sizes = [300, 5000, 700, 12000, 100, 100, 2500, 40000, 900, 3100, 800, 9000]
+    for i, size in enumerate(sizes):
+        (src / f"p{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"p{i % 3}" / f"f{i:02d}.cpp").write_text(("int x;\n" * size)[:size])
+    limit = 4000
+    planned = cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"},
+                              partition_mb=limit / 2 ** 20)
+    parts = [json.loads(p.read_text()) for p in sorted((Path(planned["stage"]) / "partitions").glob("*.json"))]
+    files = [f for p in parts for pc in p["pieces"] for f in pc["files"]]
+    assert sorted(f[1] for f in files) == sorted(sizes) and len(parts) >= 6
+    for p in parts:
+        in_it = [f for pc in p["pieces"] for f in pc["files"]]
+        assert p["bytes"] <= 2 * limit or (len(in_it) == 1 and in_it[0][1] > limit), p
+
+
 def test_a_source_without_inputs_is_a_clear_error(tmp_path):
     from nanodata.errors import NanodataError
 

@@ -156,6 +156,9 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
         if isinstance(rel, Problem):
             planner.problems.append([rel.where, rel.reason, rel.status])
             continue
+        if size > planner.limit and (files or planner.pieces):
+            flush()  # a file bigger than a partition gets one of its own: no other partition passes 2x the size
+            planner.close()
         files.append([rel, size, k])
         k += 1
         size_sum += size
