@@ -35,7 +35,7 @@ Builds a C++ pretraining corpus:
 
 from __future__ import annotations
 
-from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, GCS_POOL, MIN_TOKENS, log_report,
+from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, MIN_TOKENS, log_report,
                      run_target, uri_param)
 from airflow.sdk import Param, dag, task
 
@@ -135,7 +135,7 @@ def nanodata_cpp_corpus():
 
         return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"])
 
-    @task(pool=GCS_POOL)
+    @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
     def shard(batch: dict, where: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
