@@ -13,8 +13,9 @@ Builds a C++ pretraining corpus:
   tree: each sub-directory one project, loose files one project), hashes their contents and derives the
   build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
   points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
-  `partition_mb` MB (big JSONL inputs into line-aligned ranges, compressed ones decompressed once into
-  staging; projects grouped or split by size).
+  `partition_mb` MB (big JSONL inputs into line-aligned ranges; a `.gz` read once by rapidgzip, whose seek
+  index lets each chunk task read its own decompressed range; a `.zst` decompressed once into staging;
+  projects grouped or split by size).
 * Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
   Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
@@ -28,7 +29,7 @@ Builds a C++ pretraining corpus:
 * `publish` writes `manifest.json`, then `_COMPLETE`, then `DESTINATION/latest.json`, and emits the
   `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes), which
   schedules `nanodata_tokenizer`.
-* `report` writes counts (per partition too) and plots to `builds/<key>/report/` and logs its URI and its
+* `report` writes counts (per partition and bucket, time per task kind) and plots to `builds/<key>/report/` and logs its URI and its
   page in the UI (**Browse → Corpus reports** lists every build).
 * `cleanup` deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
