@@ -2,7 +2,8 @@
 ### nanodata_cpp_corpus
 
 Builds a C++ pretraining corpus:
-**target → plan → parse (mapped) → index → chunk (mapped) → merge → to_parquet → upload → publish → report**.
+**target → plan → parse (mapped) → index → chunk (mapped) → route → bucket (mapped) → shard (mapped) → publish
+→ report → cleanup**.
 
 * `target` checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
   run builds what the deployment configured instead of the form's defaults: the Airflow Variables
@@ -12,24 +13,30 @@ Builds a C++ pretraining corpus:
   tree: each sub-directory one project, loose files one project), hashes their contents and derives the
   build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
   points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
-  `partition_mb` MB (big JSONL inputs into line-aligned ranges, compressed ones decompressed once into
-  staging; projects grouped or split by size).
+  `partition_mb` MB (big JSONL inputs into line-aligned ranges; a `.gz` read once by rapidgzip, whose seek
+  index lets each chunk task read its own decompressed range; a `.zst` decompressed once into staging;
+  projects grouped or split by size).
 * Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
   Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
   (batched above 1,024), so the Celery workers share one build.
-* `merge` concatenates the partitions in input order, dropping exact duplicates: the corpus is
-  byte-identical for any `partition_mb` and any number of workers.
-* `upload` copies shards, `manifest.json`, then `_COMPLETE` to `DESTINATION/builds/<key>/`;
-  `publish` then writes `DESTINATION/latest.json` and emits the `nanodata_cpp_corpus` Asset event
-  (`extra`: uri, key, params, docs, tokens, shards, bytes), which schedules `nanodata_tokenizer`.
-* `report` writes counts (per partition too) and plots to `builds/<key>/report/` and logs its URI and its
+* Each chunk task scatters its docs into B hash buckets of their content digest (B from the input size).
+  `route` (bookkeeping) fixes the number of shards from the chunk tasks' counts; each mapped `bucket` task
+  drops exact duplicates, keeping the first copy in input order, and routes docs to val or a train shard
+  by a seeded hash; each mapped `shard` task sorts its docs by a seeded key and writes its parquet files
+  straight into `DESTINATION/builds/<key>/`. The corpus is byte-identical for any `partition_mb` and any
+  number of workers, and holds the docs `nanodata chunk` + `nanodata to-parquet` give (same train/val rule).
+* `publish` writes `manifest.json`, then `_COMPLETE`, then `DESTINATION/latest.json`, and emits the
+  `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes), which
+  schedules `nanodata_tokenizer`.
+* `report` writes counts (per partition and bucket, time per task kind) and plots to `builds/<key>/report/` and logs its URI and its
   page in the UI (**Browse → Corpus reports** lists every build).
+* `cleanup` deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
 
 from __future__ import annotations
 
-from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, GCS_POOL, MIN_TOKENS, log_report,
+from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, MIN_TOKENS, log_report,
                      run_target, uri_param)
 from airflow.sdk import Param, dag, task
 
@@ -110,34 +117,38 @@ def nanodata_cpp_corpus():
         return cpp_corpus.chunk_batch(batch, **_chunk_params(params))
 
     @task
-    def merge(batches: list[dict]) -> dict:
+    def route(batches: list[dict], params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
         first = batches[0]
-        return {**cpp_corpus.merge(first["stage"], first["key"]), "stage": first["stage"]}
+        return cpp_corpus.route(first["stage"], first["key"], batches, rows_per_file=params["rows_per_file"],
+                                val_fraction=params["val_fraction"])
 
     @task
-    def to_parquet(merged: dict, params=None) -> dict:
+    def bucket(batch: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        result = cpp_corpus.to_parquet(merged["stage"], merged["key"], rows_per_file=params["rows_per_file"],
-                                       val_fraction=params["val_fraction"])
-        return {**result, "stage": merged["stage"]}
+        return cpp_corpus.bucket_batch(batch)
 
-    @task(pool=GCS_POOL)
-    def upload(parquet: dict, where: dict) -> dict:
+    @task
+    def shard_batches(buckets: list[dict]) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
-        return {**cpp_corpus.upload(where["destination"], parquet["stage"], parquet["key"]),
-                "stage": parquet["stage"]}
+        return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"])
+
+    @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
+    def shard(batch: dict, where: dict) -> dict:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.shard_batch(where["destination"], batch)
 
     @task(outlets=[CPP_CORPUS])
-    def publish(uploaded: dict, where: dict, outlet_events=None) -> dict:
+    def publish(shards: list[dict], where: dict, outlet_events=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        info = cpp_corpus.publish(where["destination"], uploaded["stage"], uploaded["key"])
+        info = cpp_corpus.publish(where["destination"], shards[0]["stage"], shards[0]["key"])
         outlet_events[CPP_CORPUS].extra = info
-        return {**info, "stage": uploaded["stage"]}
+        return {**info, "stage": shards[0]["stage"]}
 
     @task
     def report(published: dict, where: dict, params=None) -> str:
@@ -145,15 +156,24 @@ def nanodata_cpp_corpus():
         from nanodata.report.corpus_report import report_build
 
         uri = report_build(published["uri"], tokenizer=params["tokenizer"], max_tokens=params["max_tokens"],
-                           partitions=cpp_corpus.partition_counts(published["stage"]))
+                           **cpp_corpus.report_extras(published["stage"]))
         log_report(uri, published["uri"])
-        return uri
+        return published["key"]
+
+    @task
+    def cleanup(key: str, where: dict) -> dict:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.cleanup(where["destination"], key)
 
     where = target()
     planned = plan(where)
     indexed = index(planned)
     parse.expand(batch=parse_batches(planned)) >> indexed
-    report(publish(upload(to_parquet(merge(chunk.expand(batch=indexed))), where), where), where)
+    routed = route(chunk.expand(batch=indexed))
+    bucketed = bucket.expand(batch=routed)
+    sharded = shard.partial(where=where).expand(batch=shard_batches(bucketed))
+    cleanup(report(publish(sharded, where), where), where)
 
 
 def _chunk_params(params) -> dict:

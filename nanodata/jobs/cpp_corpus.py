@@ -1,11 +1,14 @@
-"""The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → merge → to-parquet → upload
-→ publish → report.
+"""The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → route → bucket (mapped)
+→ shard (mapped) → publish → report → cleanup.
 
-`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunking.partitions);
-every other step works on partitions or on their staged results, so any number of workers can
-take the mapped tasks and the corpus is byte-identical however it was cut. Global modes
-(cross-file, project, compilable) first parse each partition into a unit store, reduce the stores
-to one index, then emit; local modes emit straight away (parse and index have nothing to do).
+`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunking.partitions)
+and picks the number of dedupe buckets from the input size. Global modes (cross-file, project, compilable)
+first parse each partition into a unit store, reduce the stores to one index, then emit; local modes emit
+straight away (parse and index have nothing to do). Each chunk task scatters its docs by bucket; bucket
+tasks dedupe and route docs to shards, shard tasks write the parquet files into the build (see
+nanodata.jobs.tail). Unmapped steps only keep the books: plan, route (the shard count from the chunk
+tasks' counts), publish (manifest.json, _COMPLETE, then latest.json), report, cleanup (staging deleted once
+committed). The corpus is byte-identical however it was cut and whatever the number of workers.
 
 Each step reads its inputs from and writes its outputs to the run's stage
 (DEST/.staging/<key>/s<STAGE_FORMAT>-p<partition_mb>/; the final build goes to DEST/builds/<key>/), writes a
@@ -15,8 +18,10 @@ re-running any step, or the whole build, redoes nothing that finished.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -25,16 +30,14 @@ from nanodata import storage
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.corpus.layout import COMPLETE, MANIFEST, Latest, read_latest, write_latest
-from nanodata.jobs import MAX_MAPPED_TASKS
+from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
+from nanodata.jobs import MAX_MAPPED_TASKS, tail
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
-from nanodata.corpus import fetch_dir, put_dir
 from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
 
 log = logging.getLogger(__name__)
 
 PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, batch bounds; written last
-DOCS = "docs.jsonl"
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
@@ -42,7 +45,7 @@ DEFAULT_PARTITION_MB = 256
 MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
-STAGE_FORMAT = 2
+STAGE_FORMAT = 3
 
 
 def build_uri(dest: str, key: str) -> str:
@@ -72,18 +75,22 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
         from nanodata.errors import NanodataError
 
         raise NanodataError(f"partition_mb {partition_mb}: must be > 0")
+    started = time.perf_counter()
     inputs = list_inputs(source)
     key = build_key(inputs, params)
     stage = stage_uri(dest, key, partition_mb)
     latest = read_latest(dest)
-    if storage.exists(join(build_uri(dest, key), COMPLETE)) and latest is not None and latest.key == key:
+    if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
         log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
         return {"key": key, "stage": stage, "parse": [], "chunk": []}
     planned = read_json(join(stage, PLAN))
     if planned is None:
-        n = parts.plan_partitions(inputs, stage, int(partition_mb * 2 ** 20), CPP_EXTENSIONS)
+        partition_bytes = int(partition_mb * 2 ** 20)
+        n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS)
         planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
-                   "partitions": n, "batches": batch_bounds(n, max_batches)}
+                   "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
+                   "batches": batch_bounds(n, max_batches)}
+        write_json(join(stage, "timings", "plan.json"), {"seconds": round(time.perf_counter() - started, 3)})
         write_json(join(stage, PLAN), planned)
     log.info("build %s: %d inputs in %d partitions of <= %g MB, %d batches", key, len(inputs),
              planned["partitions"], partition_mb, len(planned["batches"]))
@@ -106,7 +113,7 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     """Run work(partition, tmp dir) -> summary for each partition of a batch not yet done; the summary
     (kind/NNNNN.json) is written after the partition's data. Returns the batch's totals."""
     totals: dict = {"partitions": 0, "files_read": 0, "bytes_read": 0, "files_skipped": 0, "files_failed": 0,
-                    "docs": 0, "tokens": 0}
+                    "docs": 0, "tokens": 0, "doc_bytes": 0}
     for number in _batch_partitions(stage, batch):
         summary_uri = join(stage, kind, _partition_name(number) + ".json")
         summary = read_json(summary_uri)
@@ -127,7 +134,7 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
         totals["partitions"] += 1
         for name in totals:
             if name != "partitions":
-                totals[name] += summary[name]
+                totals[name] += summary.get(name, 0)  # parse summaries count no docs
     return totals
 
 
@@ -148,15 +155,19 @@ def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
 
 
+def _index_cache(index_uri: str) -> Path:
+    import hashlib
+
+    return Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(index_uri.encode()).hexdigest()[:16]
+
+
 def _index_path(stage: str, cache: Path | None = None) -> Path:
     """A local path of the build's index: the staged file itself when local, else a copy cached on this
     machine (downloaded once per build, shared by the tasks that run here)."""
     uri = join(stage, "index", "index.sqlite")
     if not is_gcs(uri):
         return Path(uri)
-    import hashlib
-
-    cache = cache or Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+    cache = cache or _index_cache(uri)
     local = cache / "index.sqlite"
     if not local.is_file():  # tasks running side by side each download to their own name; the last rename wins
         cache.mkdir(parents=True, exist_ok=True)
@@ -173,7 +184,7 @@ def index(planned: dict) -> list[dict]:
     if not planned["parse"] or read_json(join(stage, "index", SUMMARY)) is not None:
         return planned["chunk"]
     plan_ = read_json(join(stage, PLAN))
-    with tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
+    with _timed(stage, "index"), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
         tmp = Path(tmp)
 
         def fetch(number):
@@ -197,7 +208,7 @@ def index(planned: dict) -> list[dict]:
 
 
 def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
-    """Map 2: each partition of the batch chunked into docs/NNNNN.staged (staged lines, in merge groups)."""
+    """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
     settings = _settings(mode, max_tokens, tokenizer)
@@ -217,104 +228,46 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
         else:
             docs = chunk_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, tally)
             groups = stage_docs(docs, out, mode)
-        storage.write_file(out, join(stage, "docs", name + STAGED))
-        return {**tally.counts(), "groups": groups}
+        buckets = read_json(join(stage, PLAN))["buckets"]
+        scattered = tail.scatter(out, groups, buckets, join(stage, tail.SCATTER, name + ".bin"), tmp)
+        return {**tally.counts(), **scattered}
 
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
 
 
-def merge(stage: str, key: str) -> dict:
-    """Concatenate every partition's docs in (rank, partition) order, dropping exact duplicate texts
-    (the first copy is kept): the same writer, so the same bytes, as one `nanodata chunk` run."""
-    from nanodata.pipeline.chunking.pipeline import merge_docs
-    from nanodata.pipeline.chunking.writer import JsonlWriter
-
-    out_uri = join(stage, "merged")
-    done = read_json(join(out_uri, SUMMARY))
-    if done is not None:
-        return done
-    plan_ = read_json(join(stage, PLAN))
-    summaries = []
-    for number in range(plan_["partitions"]):
-        summary = read_json(join(stage, "docs", _partition_name(number) + ".json"))
-        if summary is None:
-            raise RuntimeError(f"partition {number} of build {key} is not chunked "
-                               f"({stage}/docs/{_partition_name(number)}.json missing)")
-        summaries.append(summary)
-    with tempfile.TemporaryDirectory(prefix="nanodata-merge-") as tmp:
-        tmp = Path(tmp)
-        # a local stage gets the merged file in place (the writer renames it there when complete): a copy
-        # would be one more serial pass over the whole corpus
-        up = tmp / "up" if is_gcs(out_uri) else Path(out_uri)
-        writer = JsonlWriter(up / DOCS, plan_["params"]["mode"])
-
-        def open_part(uri):  # downloaded once, deleted after its last range: disk holds what is still needed
-            local = tmp / uri.rsplit("/", 1)[-1]
-            return open(local if local.is_file() else storage.local_copy(uri, local), "rb")
-
-        def release(uri):
-            if is_gcs(uri):
-                (tmp / uri.rsplit("/", 1)[-1]).unlink(missing_ok=True)
-
-        try:
-            merge_docs([(s["partition"], join(stage, "docs", _partition_name(s["partition"]) + STAGED), s["groups"])
-                        for s in summaries], writer, open_part, release)
-        except BaseException:
-            writer.abort()
-            raise
-        per_partition = [{k: s[k] for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
-                                            "docs", "tokens", "seconds", "mb_per_s")} for s in summaries]
-        result = {"key": key, "docs": writer.docs, "tokens": writer.tokens, "duplicates_dropped": writer.duplicates,
-                  "modes": {plan_["params"]["mode"]: writer.docs}, "partitions": per_partition}
-        writer.commit(result)
-        (up / (DOCS + ".done")).unlink()
-        if is_gcs(out_uri):
-            put_dir(up, out_uri)
-    write_json(join(out_uri, SUMMARY), result)
-    return result
+def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
+    """After chunk (unmapped, reads nothing but plan.json): fix the shard count; the bucket batches to map."""
+    with _timed(stage, "route"):
+        return tail.route(stage, key, chunked, rows_per_file=rows_per_file, val_fraction=val_fraction)
 
 
-def to_parquet(stage: str, key: str, *, rows_per_file: int, val_fraction: float) -> dict:
-    """Shuffled parquet shards + manifest + _COMPLETE into the stage's parquet/."""
-    from nanodata.pipeline.to_parquet import jsonl_to_parquet
-
-    parquet_uri = join(stage, "parquet")
-    if storage.exists(join(parquet_uri, COMPLETE)):
-        manifest = read_json(join(parquet_uri, MANIFEST))
-    else:
-        with tempfile.TemporaryDirectory(prefix="nanodata-parquet-") as tmp:
-            merged = fetch_dir(join(stage, "merged"), Path(tmp) / "merged") / DOCS
-            manifest = jsonl_to_parquet([str(merged)], Path(tmp) / "parquet", rows_per_file=rows_per_file,
-                                        val_fraction=val_fraction, seed=SEED)
-            put_dir(Path(tmp) / "parquet", parquet_uri)
-    return {"key": key, "rows": manifest["total_rows"], "shards": len(manifest["shards"]) + bool(manifest.get("val"))}
+def bucket_batch(ref: dict) -> dict:
+    return tail.bucket_batch(ref, seed=SEED)
 
 
-def upload(dest: str, stage: str, key: str) -> dict:
-    """Copy the staged shards to builds/<key>/: shards, then manifest.json, then _COMPLETE."""
-    target = build_uri(dest, key)
-    if storage.exists(join(target, COMPLETE)):
-        return {"key": key, "uri": target, "uploaded": 0}
-    with tempfile.TemporaryDirectory(prefix="nanodata-upload-") as tmp:
-        local = fetch_dir(join(stage, "parquet"), Path(tmp))
-        result = put_dir(local, target)
-    return {"key": key, "uri": target, "uploaded": result["uploaded"]}
+def shard_refs(stage: str, key: str) -> list[dict]:
+    return tail.shard_refs(stage, key)
+
+
+def shard_batch(dest: str, ref: dict) -> dict:
+    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED)
 
 
 def publish(dest: str, stage: str, key: str) -> dict:
-    """Point latest.json at the finished build; returns its URI, build Params and counts for the Asset event
-    (the reports plugin lists builds from these events)."""
+    """The commit, unmapped bookkeeping: manifest.json and _COMPLETE (from the shard tasks' summaries), then
+    latest.json, written last. Returns the build's URI, Params and counts for the Asset event (the reports
+    plugin lists builds from these events)."""
+    from nanodata import __version__
+
     target = build_uri(dest, key)
-    if not storage.exists(join(target, COMPLETE)):
-        raise RuntimeError(f"{target}: no {COMPLETE}; the upload did not finish")
-    manifest = read_json(join(target, MANIFEST))
-    merged = read_json(join(stage, "merged", SUMMARY)) or {}
-    planned = read_json(join(stage, PLAN)) or {}
-    shards = manifest["shards"] + ([manifest["val"]] if manifest.get("val") else [])
-    info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest["total_rows"],
-            "tokens": merged.get("tokens"),
-            "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
-            "duplicates_dropped": merged.get("duplicates_dropped")}
+    with _timed(stage, "publish"):
+        manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus")
+        planned = read_json(join(stage, PLAN)) or {}
+        buckets = tail.bucket_stats(stage)
+    info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest.total_rows,
+            "tokens": sum(s.tokens or 0 for s in manifest.shards) + _val_tokens(stage),
+            "shards": len(manifest.files), "bytes": sum(s.bytes for s in manifest.files),
+            "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets)}
     latest = read_latest(dest)
     if latest is None or latest.key != key:
         published = {k: v for k, v in info.items() if k not in ("key", "uri")}
@@ -323,6 +276,74 @@ def publish(dest: str, stage: str, key: str) -> dict:
     return info
 
 
-def partition_counts(stage: str) -> list | None:
-    """What each partition's chunk task counted, for the build's report (nanodata.report.corpus_report)."""
-    return (read_json(join(stage, "merged", SUMMARY)) or {}).get("partitions")
+def _val_tokens(stage: str) -> int:
+    last = read_json(join(stage, tail.TAIL))["shards"]
+    files = (read_json(join(stage, tail.SHARDS, f"{last:05d}.json")) or {}).get("files") or []
+    return sum(f["tokens"] or 0 for f in files)
+
+
+def cleanup(dest: str, key: str) -> dict:
+    """Once the build is committed (latest.json points at it): delete its staging, every partition size's,
+    and this machine's cached index copies. A failed build never gets here, so a retry resumes from staging."""
+    latest = read_latest(dest)
+    if latest is None or latest.key != key or not is_complete(build_uri(dest, key)):
+        raise RuntimeError(f"build {key} is not committed: its staging is kept")
+    staging = staging_uri(dest, key)
+    for name in storage.list_names(staging):  # this machine's cached copies of the build's indexes
+        if name.endswith("/index/index.sqlite"):
+            shutil.rmtree(_index_cache(join(staging, name)), ignore_errors=True)
+    removed = storage.delete_tree(staging)
+    if not is_gcs(dest):  # the .staging directory itself, once no other build's staging is in it
+        with contextlib.suppress(OSError):
+            os.rmdir(join(dest, ".staging"))
+    log.info("build %s committed: removed %d staging files", key, removed)
+    return {"key": key, "removed": removed}
+
+
+@contextlib.contextmanager
+def _timed(stage: str, step: str):
+    """Record an unmapped step's seconds (timings/STEP.json) for the report's task table."""
+    started = time.perf_counter()
+    yield
+    uri = join(stage, "timings", step + ".json")
+    if not storage.exists(uri):  # the first run's time: a re-run that found the work done writes nothing
+        write_json(uri, {"seconds": round(time.perf_counter() - started, 3)})
+
+
+def task_times(stage: str) -> list[dict]:
+    """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
+    summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
+    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
+    tail_ = read_json(join(stage, tail.TAIL)) or {"buckets": 0, "shards": -1}
+    mapped = {"parse": [join(stage, "units", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
+              "chunk": [join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
+              "bucket": [join(stage, tail.ROUTED, f"{b:05d}.json") for b in range(tail_["buckets"])],
+              "shard": [join(stage, tail.SHARDS, f"{s:05d}.json") for s in range(tail_["shards"] + 1)]}
+    rows = []
+    for step in ("plan", "parse", "index", "chunk", "route", "bucket", "shard", "publish"):
+        if step in mapped:
+            seconds = [s["seconds"] for s in map(read_json, mapped[step]) if s is not None]
+            if seconds:
+                rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
+        else:
+            timing = read_json(join(stage, "timings", step + ".json"))
+            if timing is not None:
+                rows.append({"task": step, "mapped": False, "instances": 1, "seconds": timing["seconds"]})
+    return rows
+
+
+def partition_stats(stage: str) -> list[dict]:
+    """Per partition, what its chunk task counted (for the report)."""
+    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
+    stats = []
+    for number in range(plan_["partitions"]):
+        s = read_json(join(stage, "docs", _partition_name(number) + ".json")) or {}
+        stats.append({k: s.get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
+                                            "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")})
+    return stats
+
+
+def report_extras(stage: str) -> dict:
+    """What the build's report shows beside its shards (nanodata.report.corpus_report.report_build): each
+    partition's counts, time per task kind, and each bucket's dedupe counts."""
+    return {"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage)}

@@ -25,7 +25,7 @@ from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-KEY_FORMAT = 2  # bump when a change to the build steps should rebuild every corpus
+KEY_FORMAT = 3  # bump when a change to the build steps should rebuild every corpus
 
 
 def _top_level(source: str) -> list[str]:

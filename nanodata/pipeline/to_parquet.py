@@ -1,77 +1,63 @@
 """JSONL → shuffled parquet shards + val_shard.parquet + manifest.json + _COMPLETE, crash-safe.
 
-The algorithm, one shard at a time (memory holds one shard's rows whatever the input size):
+The algorithm, one shard at a time (memory holds one row group, whatever the input or doc size):
   read whole lines (nanodata.pipeline.jsonl) → parse and check each doc (bad lines counted by kind) →
-  a stable hash of the text sends ~val_fraction of docs to a val spool, the rest fill the shard →
-  a full shard is permuted by an RNG seeded with (seed, shard index), written whole (nanodata.storage.files) →
+  the shared rule (nanodata.pipeline.shuffle, also the corpus DAG's) sends a doc to val by a seeded hash
+  of its content digest; train lines go to a spool on disk with their seeded sort key →
+  a shard closes at --rows-per-file docs or `shard_bytes`; its lines are written sorted by key in row
+  groups of at most --row-group-size rows and `row_group_bytes` bytes →
   `_progress.json` records the input position, shard index and counts.
-At the end: the last partial shard, the val shard (spool order), manifest.json, then _COMPLETE. Inputs
-without a single good doc are an error, not a complete corpus of nothing.
+At the end: the last partial shard, the val shard (its docs sorted by the same key), manifest.json, then
+_COMPLETE. Inputs without a single good doc are an error, not a complete corpus of nothing.
 
 A re-run after a crash or kill -9 resumes from `_progress.json`: it truncates the val spool to the
 checkpointed length and re-reads from the checkpointed offset, so it writes exactly the bytes an
-uninterrupted run writes. The shuffle RNG needs no saved state: it is derived from the shard index.
+uninterrupted run writes. The shuffle needs no saved state: it is a sort by a hash of each doc.
 Because val membership depends only on the text, the val set does not change with --rows-per-file
 or with where a run stopped (the published script took val from the last partial batch only).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from nanodata import __version__
 from nanodata.corpus.layout import COMPLETE, MANIFEST, VAL_NAME, Manifest, ShardEntry, shard_name
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_output, atomic_write, disk_errors, file_digest
-from nanodata.pipeline.jsonl import SCHEMA, parse_block, read_blocks
+from nanodata.storage.files import atomic_write, disk_errors
+from nanodata.pipeline.jsonl import parse_block, read_blocks
+from nanodata.pipeline.shuffle import (FILE_BYTES, ROW_GROUP_BYTES, SortedSpool, is_val, shuffle_key,
+                                       text_digests)
 
 log = logging.getLogger(__name__)
 
 PROGRESS = "_progress.json"
 VAL_SPOOL = "_val_rows.jsonl"  # raw val lines in input order; `_` so sync never copies it
+TRAIN_SPOOL = "_train_rows.jsonl"  # raw lines of the shard being filled (SortedSpool)
 COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 FIRST_BAD_LINES = 5  # line numbers kept per kind of bad line
 
 
-def val_mask(texts: pa.ChunkedArray, val_fraction: float) -> np.ndarray:
-    """True for docs in val: the first 8 bytes of sha256(text) below val_fraction * 2**64.
-
-    Depends on the text alone, so it is the same whatever the shard size, input order or restarts."""
-    threshold = np.uint64(int(val_fraction * 2 ** 64))
-    texts = texts.combine_chunks()
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
-    data = memoryview(texts.buffers()[2] or b"")
-    digests = b"".join(hashlib.sha256(data[a:b]).digest()[:8] for a, b in zip(offsets, offsets[1:]))
-    return np.frombuffer(digests, dtype=">u8") < threshold
-
-
-def file_digests(path: Path) -> dict:
-    return {"bytes": path.stat().st_size, "sha256": file_digest(path, "sha256"), "crc32c": file_digest(path, "crc32c")}
 
 
 class Converter:
     """The state `_progress.json` holds, and the steps that advance it."""
 
     def __init__(self, inputs, out_dir: Path, rows_per_file: int, row_group_size: int, val_fraction: float,
-                 seed: int, compression: str, on_error: str):
+                 seed: int, compression: str, on_error: str, row_group_bytes: int = ROW_GROUP_BYTES,
+                 shard_bytes: int = FILE_BYTES):
         self.out = out_dir
         self.params = {"inputs": [os.path.abspath(p) for p in inputs], "rows_per_file": rows_per_file,
                        "row_group_size": row_group_size, "val_fraction": val_fraction, "seed": seed,
-                       "compression": compression}
+                       "compression": compression, "row_group_bytes": row_group_bytes, "shard_bytes": shard_bytes}
         self.on_error = on_error
         self.state = {"input_index": 0, "offset": 0, "line_no": 0, "shards": [], "val_spool_bytes": 0,
                       "val_rows": 0, "bad_lines": {}, "complete": False}
-        self.chunks: list[pa.Table] = []  # train rows of the shard being filled
-        self.buffered = 0
+        self.train: SortedSpool | None = None  # train docs of the shard being filled (on disk, not in memory)
 
     # -- checkpoint
     def load_progress(self) -> bool:
@@ -80,7 +66,7 @@ class Converter:
             return False
         saved = json.loads(path.read_text())
         for key, value in self.params.items():
-            if saved["params"][key] != value:
+            if saved["params"].get(key, value) != value:
                 flag = "--input" if key == "inputs" else "--" + key.replace("_", "-")
                 raise NanodataError(f"{path}: this directory was started with {flag} {saved['params'][key]}, "
                                     f"not {value}; rerun with the same parameters or use a fresh --out")
@@ -108,55 +94,47 @@ class Converter:
             log.warning("%s: skipped, %s: %s", where, kind, detail[:200])
 
     def flush_shard(self, spool) -> None:
+        """Write the train spool as the next shard, sorted by the shared shuffle key, and checkpoint."""
         index = len(self.state["shards"])
-        table = pa.concat_tables(self.chunks)
-        self.chunks, self.buffered = [], 0
-        order = np.random.default_rng([self.params["seed"], index]).permutation(table.num_rows)
-        path = self.out / shard_name(index)
-        with atomic_output(path) as f:
-            # one contiguous chunk, so the bytes do not depend on where the input blocks were cut
-            pq.write_table(table.take(order).combine_chunks(), f, row_group_size=self.params["row_group_size"],
-                           compression=self.params["compression"])
-        n_tokens = table.column("n_tokens")
-        tokens = (pc.sum(n_tokens).as_py() or 0) if n_tokens.null_count == 0 else None
-        self.state["shards"].append({"name": path.name, "rows": table.num_rows, **file_digests(path),
-                                     "tokens": tokens})
+        train = self.train
+        try:
+            files = train.write(lambda _: self.out / shard_name(index), rows_per_file=len(train), file_bytes=2 ** 62,
+                                row_group_rows=self.params["row_group_size"],
+                                row_group_bytes=self.params["row_group_bytes"], compression=self.params["compression"])
+        finally:
+            train.close()
+        self.state["shards"].extend(files)
         self.save_progress(spool)
+        self.train = SortedSpool(self.out / TRAIN_SPOOL)
 
     def consume(self, path: str, block_start: int, block: bytes, spool) -> None:
-        """Route one block's docs to val spool / shard buffer, flushing (and checkpointing) at each full shard.
-
-        The block is handled in segments that end at the line completing a shard, so the checkpoint
-        written there covers exactly the lines before it: their bad-line counts and val rows, no more."""
+        """Route one block's docs to the val spool / train spool, line by line, flushing (and checkpointing)
+        when the train spool holds rows_per_file docs or shard_bytes bytes: the checkpoint written there
+        covers exactly the lines before it, their bad-line counts and val rows, no more."""
         parsed = parse_block(block)
-        starts, ends = parsed.starts, parsed.ends
-        val = val_mask(parsed.table.column("text"), self.params["val_fraction"])
-        rows_per_file = self.params["rows_per_file"]
-        cuts = np.flatnonzero(~val)[rows_per_file - self.buffered - 1::rows_per_file].tolist()
+        starts, ends = parsed.starts.tolist(), parsed.ends.tolist()
+        digests = text_digests(parsed.table.column("text"))
+        row_of = dict(zip(parsed.lines.tolist(), range(len(digests))))
+        bad = {line: (kind, detail) for line, kind, detail in parsed.bad}
+        seed, fraction = self.params["seed"], self.params["val_fraction"]
         first_line_no = self.state["line_no"] + 1
-        bad = iter(parsed.bad)
-        next_bad = next(bad, None)
-        lo_row = 0
-        for cut in [*cuts, None]:
-            hi_row = len(val) if cut is None else cut + 1
-            hi_line = len(ends) if cut is None else int(parsed.lines[cut]) + 1
-            while next_bad is not None and next_bad[0] < hi_line:
-                line, kind, detail = next_bad
-                self.bad_line(kind, detail, f"{path}:{first_line_no + line}")
-                next_bad = next(bad, None)
-            for row in (np.flatnonzero(val[lo_row:hi_row]) + lo_row).tolist():
-                line = int(parsed.lines[row])
-                spool.write(block[starts[line]:ends[line]].rstrip(b"\n") + b"\n")
+        for line in range(len(ends)):
+            if line in bad:
+                self.bad_line(*bad[line], f"{path}:{first_line_no + line}")
+                continue
+            digest = digests[row_of[line]]
+            raw = block[starts[line]:ends[line]].rstrip(b"\n") + b"\n"
+            if is_val(digest, seed, fraction):
+                spool.write(raw)
                 self.state["val_rows"] += 1
-            train = np.flatnonzero(~val[lo_row:hi_row]) + lo_row
-            if len(train):
-                self.chunks.append(parsed.table.take(train))
-                self.buffered += len(train)
-            self.state["offset"] = block_start + int(ends[hi_line - 1])
-            self.state["line_no"] = first_line_no + hi_line - 1
-            if cut is not None:
+                continue
+            self.train.add(shuffle_key(digest, seed), raw)
+            if len(self.train) >= self.params["rows_per_file"] or self.train.bytes >= self.params["shard_bytes"]:
+                self.state["offset"] = block_start + ends[line]
+                self.state["line_no"] = first_line_no + line
                 self.flush_shard(spool)
-            lo_row = hi_row
+        self.state["offset"] = block_start + (ends[-1] if ends else 0)
+        self.state["line_no"] = first_line_no + len(ends) - 1
 
     def convert(self, follow: bool, idle_timeout: float, progress) -> None:
         # every other file has its own disk_errors, so a full disk met here is the spool's
@@ -165,39 +143,43 @@ class Converter:
                 raise NanodataError(f"{self.out / VAL_SPOOL}: shorter than {PROGRESS} records; use a fresh --out")
             spool.truncate(self.state["val_spool_bytes"])  # drop val lines read after the last checkpoint
             spool.seek(self.state["val_spool_bytes"])
-            inputs = self.params["inputs"]
-            while self.state["input_index"] < len(inputs):
-                path = inputs[self.state["input_index"]]
-                for start, block in read_blocks(path, self.state["offset"], follow=follow, idle_timeout=idle_timeout):
-                    self.consume(path, start, block, spool)
-                    progress()
-                self.state.update(input_index=self.state["input_index"] + 1, offset=0, line_no=0)
-            if self.buffered:
-                self.flush_shard(spool)
-            else:
-                self.save_progress(spool)
+            # a checkpoint is only written with the train spool empty: a resumed run starts a fresh one
+            self.train = SortedSpool(self.out / TRAIN_SPOOL)
+            try:
+                inputs = self.params["inputs"]
+                while self.state["input_index"] < len(inputs):
+                    path = inputs[self.state["input_index"]]
+                    for start, block in read_blocks(path, self.state["offset"], follow=follow,
+                                                    idle_timeout=idle_timeout):
+                        self.consume(path, start, block, spool)
+                        progress()
+                    self.state.update(input_index=self.state["input_index"] + 1, offset=0, line_no=0)
+                if len(self.train):
+                    self.flush_shard(spool)
+                else:
+                    self.save_progress(spool)
+            finally:
+                self.train.close()  # closing twice (after a failed flush) is harmless
 
     def write_val(self) -> dict | None:
+        """val_shard.parquet: the val spool's docs sorted by the shuffle key, as the DAG's val task writes it."""
         if self.state["val_rows"] == 0:
             if self.params["val_fraction"] > 0:
                 log.warning("%s: no doc hashed into val (val fraction %s); manifest val is null",
                             self.out, self.params["val_fraction"])
             return None
-        path = self.out / VAL_NAME
-        group = self.params["row_group_size"]
-        pending = []
-        with atomic_output(path) as f, pq.ParquetWriter(f, SCHEMA, compression=self.params["compression"]) as writer:
+        val = SortedSpool(self.out / TRAIN_SPOOL)
+        try:
             for _, block in read_blocks(self.out / VAL_SPOOL):
-                pending.append(parse_block(block).table)
-                table = pa.concat_tables(pending)
-                whole = table.num_rows - table.num_rows % group  # row groups of exactly `group` rows
-                if whole:
-                    writer.write_table(table.slice(0, whole).combine_chunks(), row_group_size=group)
-                pending = [table.slice(whole)]
-            table = pa.concat_tables(pending)
-            if table.num_rows:
-                writer.write_table(table.combine_chunks(), row_group_size=group)
-        return {"name": VAL_NAME, "rows": self.state["val_rows"], **file_digests(path)}
+                parsed = parse_block(block)
+                for line, digest in zip(parsed.lines.tolist(), text_digests(parsed.table.column("text"))):
+                    val.add(shuffle_key(digest, self.params["seed"]), block[parsed.starts[line]:parsed.ends[line]])
+            [entry] = val.write(lambda _: self.out / VAL_NAME, rows_per_file=len(val), file_bytes=2 ** 62,
+                                row_group_rows=self.params["row_group_size"],
+                                row_group_bytes=self.params["row_group_bytes"], compression=self.params["compression"])
+        finally:
+            val.close()
+        return {k: v for k, v in entry.items() if k != "tokens"}  # the val entry carries no token count
 
     def manifest(self, val: dict | None) -> Manifest:
         shards = [ShardEntry(**s) for s in self.state["shards"]]
@@ -241,7 +223,8 @@ def bad_summary(bad_lines: dict) -> str:
 
 def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_size: int = 1024,
                      val_fraction: float = 0.01, seed: int = 42, follow: bool = False, idle_timeout: float = 60.0,
-                     compression: str = "zstd", on_error: str = "skip") -> dict:
+                     compression: str = "zstd", on_error: str = "skip", row_group_bytes: int = ROW_GROUP_BYTES,
+                     shard_bytes: int = FILE_BYTES) -> dict:
     """Convert JSONL docs into parquet shards in out_dir (resuming a crashed run there); returns the manifest."""
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     out = Path(out_dir)
@@ -249,7 +232,8 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_s
                  idle_timeout)
     with disk_errors(out):
         out.mkdir(parents=True, exist_ok=True)
-    conv = Converter(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error)
+    conv = Converter(inputs, out, rows_per_file, row_group_size, val_fraction, seed, compression, on_error,
+                     row_group_bytes, shard_bytes)
     if not conv.load_progress():
         foreign = sorted(p.name for p in out.iterdir() if p.suffix == ".parquet" or p.name == MANIFEST)
         if foreign:

@@ -183,10 +183,12 @@ def check_max_tokens(max_tokens) -> None:
 
 
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
-                 max_tokens: int | None = None, uri: str | None = None) -> dict:
+                 max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
+                 buckets: list | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
-    `uri`: what the build is called (its gs:// URI when build_dir is a local copy)."""
+    `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
+    (mapped or not), `buckets`: per dedupe bucket docs and bytes, if known."""
     build_dir = Path(build_dir)
     check_build_dir(build_dir)
     check_max_tokens(max_tokens)
@@ -231,6 +233,8 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "crop_fraction": _crop_fractions(train_cat, max_tokens),
         "crop_docs": int(min(train_cat.size, MAX_CROP_DOCS)),
         "partitions": partitions or [],
+        "tasks": tasks or [],
+        "buckets": buckets or [],
     }
 
 
@@ -315,6 +319,15 @@ def render_html(report: dict) -> str:
                   + _columns_table(("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs",
                                     "tokens", "seconds", "mb_per_s"), report["partitions"])
                   if report["partitions"] else "")
+    tasks = report.get("tasks") or []
+    total = sum(t["seconds"] for t in tasks) or 1
+    tasks = ("<h2>Tasks</h2><p>Time per task kind, summed over its instances; the unmapped share bounds the speedup "
+             f"more workers can give (unmapped: {100 * sum(t['seconds'] for t in tasks if not t['mapped']) / total:.1f}% "
+             "of task time)</p>" + _columns_table(("task", "mapped", "instances", "seconds"), tasks)
+             if tasks else "")
+    buckets = ("<h2>Buckets</h2><p>Exact dedupe per hash bucket: docs and bytes in, kept, duplicates dropped</p>"
+               + _columns_table(("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes", "seconds"),
+                                report["buckets"]) if report.get("buckets") else "")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>nanodata build report</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:1400px}} table{{border-collapse:collapse;margin-bottom:1em}}
@@ -338,6 +351,8 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 <h2>Shards</h2>
 {shards}
 {partitions}
+{buckets}
+{tasks}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """
@@ -345,7 +360,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
                  tokenizer: str = "cl100k_base", partitions: list | None = None, max_tokens: int | None = None,
-                 uri: str | None = None) -> Path:
+                 uri: str | None = None, tasks: list | None = None, buckets: list | None = None) -> Path:
     """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
 
     Every file is written to a temp name and renamed. Returns the path of index.html.
@@ -356,7 +371,7 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
         raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
-    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri)
+    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri, tasks, buckets)
     with disk_errors(out):
         out.mkdir(parents=True, exist_ok=True)
     for name, svg in render_plots(report).items():
@@ -366,20 +381,20 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     return out / INDEX_HTML
 
 
-def report_build(build: str, *, tokenizer: str = "cl100k_base", partitions: list | None = None,
-                 max_tokens: int | None = None) -> str:
+def report_build(build: str, *, tokenizer: str = "cl100k_base", max_tokens: int | None = None, **extra) -> str:
     """The report of a build (a local dir or gs:// URI) written next to its shards (BUILD/report/), once: a
     complete report there is kept. A gs:// build is fetched to a temp dir and its report uploaded; the report
-    names the build's URI, not that copy. Returns index.html's path or URI."""
+    names the build's URI, not that copy. `extra`: what the build's steps counted (partitions, tasks, buckets;
+    see write_report). Returns index.html's path or URI."""
     report_uri = join_uri(build, REPORT_DIR)
     if all(exists(join_uri(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
         return join_uri(report_uri, INDEX_HTML)
     if not is_gcs(build):
-        return str(write_report(build, tokenizer=tokenizer, partitions=partitions, max_tokens=max_tokens))
+        return str(write_report(build, tokenizer=tokenizer, max_tokens=max_tokens, **extra))
     with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
         local = fetch_dir(build, Path(tmp) / "build")
-        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, partitions=partitions,
-                             max_tokens=max_tokens, uri=build)
+        index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, max_tokens=max_tokens, uri=build,
+                             **extra)
         put_dir(index.parent, report_uri)
     return join_uri(report_uri, INDEX_HTML)
 

@@ -35,16 +35,39 @@ def write_cpp_source(root: Path) -> Path:
     return root
 
 
-def run_steps(src, dest: str, params: dict, partition_mb: float = 256):
-    """Every chunking step of the DAG in order, as its tasks call them: (plan result, chunk results, merged)."""
+def run_steps(src, dest: str, params: dict, partition_mb: float = 256, max_buckets: int | None = None):
+    """Every step of the DAG up to publish, in order, as its tasks call them: (plan result, chunk results,
+    published info). max_buckets caps the bucket count plan picks (the output must not depend on it)."""
     from nanodata.jobs import cpp_corpus
 
     planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
+    if max_buckets is not None:
+        set_buckets(planned["stage"], max_buckets)
     chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
     chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
-    return planned, chunks, cpp_corpus.merge(planned["stage"], planned["key"])
+    run_tail(dest, planned, chunks, params)
+    return planned, chunks, cpp_corpus.publish(dest, planned["stage"], planned["key"])
+
+
+def set_buckets(stage: str, buckets: int) -> None:
+    """Rewrite plan.json's bucket count (before any chunk task ran), as another input size would have set it."""
+    from nanodata import storage
+
+    plan = storage.read_json(f"{stage}/plan.json")
+    storage.write_json(f"{stage}/plan.json", {**plan, "buckets": min(plan["buckets"], buckets)})
+
+
+def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list[dict]:
+    """route, every bucket task, every shard task: the mapped tail."""
+    from nanodata.jobs import cpp_corpus
+
+    refs = cpp_corpus.route(planned["stage"], planned["key"], chunks, rows_per_file=params["rows_per_file"],
+                            val_fraction=params["val_fraction"])
+    for ref in refs:
+        cpp_corpus.bucket_batch(ref)
+    return [cpp_corpus.shard_batch(dest, ref) for ref in cpp_corpus.shard_refs(planned["stage"], planned["key"])]
 
 
 def bucket_snapshot(bucket: str) -> dict[str, tuple]:

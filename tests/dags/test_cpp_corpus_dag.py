@@ -11,7 +11,7 @@ from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_sourc
 from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
-PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.2}
+PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.4}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,9 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     states = task_states(dag_run)
     assert len(states["chunk"]) >= 2 and set(states["chunk"]) == {"success"}  # one mapped task per partition
     assert states["parse"] == ["skipped"]  # basic mode: nothing to index
-    assert all(s == ["success"] for t, s in states.items() if t not in ("chunk", "parse"))
+    assert len(states["bucket"]) >= 2 and set(states["bucket"]) == {"success"}  # the tail is mapped too
+    assert len(states["shard"]) >= 2 and set(states["shard"]) == {"success"}
+    assert all(s == ["success"] for t, s in states.items() if t not in ("chunk", "parse", "bucket", "shard"))
     objects = bucket_snapshot(bucket)
     build = f"main/builds/{key}/"
     manifest = read_json(f"{dest}/builds/{key}/manifest.json")
@@ -71,6 +73,7 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     assert len(report["partitions"]) == len(task_states(dag_run)["chunk"])  # one row per partition (one task each)
     assert sum(p["files_read"] for p in report["partitions"]) == 7
     assert "<h2>Partitions</h2>" in storage.read_bytes(f"{dest}/builds/{key}/report/index.html").decode()
+    assert not any(n.startswith("main/.staging/") for n in objects)  # committed: staging deleted
 
 
 def test_build_docs_come_from_every_input(built, tmp_path):
@@ -114,7 +117,7 @@ def test_unchanged_rerun_chunks_and_uploads_nothing(dag, built, bucket, source):
     dag_run = dag.test(run_conf=conf(source, dest))
     assert dag_run.state == "success"
     states = task_states(dag_run)
-    assert states["plan"] == ["success"] and states["chunk"] == ["skipped"] and states["upload"] == ["skipped"]
+    assert states["plan"] == ["success"] and states["chunk"] == ["skipped"] and states["publish"] == ["skipped"]
     assert bucket_snapshot(bucket) == before  # not one object written, not even latest.json
     assert len(asset_events("nanodata_cpp_corpus")) == n_events
 
@@ -188,28 +191,27 @@ def _manifest_digests(dest, key):
     return [(s["name"], s["sha256"]) for s in manifest["shards"] + [manifest["val"]]]
 
 
-def test_upload_crash_then_retry_leaves_the_same_complete_build(dag, built, bucket, source, monkeypatch):
-    """The first upload attempt dies after one shard; Airflow's retry finishes the build."""
-    from nanodata.corpus import dirsync
+def test_shard_task_crash_then_retry_leaves_the_same_complete_build(dag, built, bucket, source, monkeypatch):
+    """A shard task's first attempt dies after half-writing one file into the build; Airflow's retry
+    rewrites it whole: no duplicate, no lost doc, the same files."""
+    from nanodata.jobs import tail
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/retry"
-    real_sync, calls = dirsync.sync, []
+    real_write, crashed = storage.write_file, []
 
-    def crashing_sync(src, dst, **kw):
-        calls.append(dst)
-        if dst.endswith(f"/builds/{key}") and len(calls) and sum(d == dst for d in calls) == 1:
-            partial = dst + "/shard_00000.parquet"
-            storage.write_bytes(partial, open(f"{src}/shard_00000.parquet", "rb").read())
+    def crashing_write(path, uri):
+        if "/builds/" in uri and uri.endswith(".parquet") and not crashed:
+            crashed.append(uri)
+            storage.write_bytes(uri, open(path, "rb").read()[:100])
             raise ConnectionError("connection reset mid-upload")
-        return real_sync(src, dst, **kw)
+        return real_write(path, uri)
 
-    monkeypatch.setattr(dirsync, "sync", crashing_sync)  # what put_dir calls
-    monkeypatch.setattr(dag.get_task("upload"), "retry_delay", timedelta(0))
-    monkeypatch.setattr(dag.get_task("upload"), "retry_exponential_backoff", 0)
+    monkeypatch.setattr(tail.storage, "write_file", crashing_write)
+    monkeypatch.setattr(dag.get_task("shard"), "retry_delay", timedelta(0))
+    monkeypatch.setattr(dag.get_task("shard"), "retry_exponential_backoff", 0)
     dag_run = dag.test(run_conf=conf(source, dest))
-    assert dag_run.state == "success"
-    assert sum(d.endswith(f"/builds/{key}") for d in calls) == 2  # one crash, one retry
+    assert dag_run.state == "success" and len(crashed) == 1
     assert _manifest_digests(dest, key) == _manifest_digests(ref_dest, key)
     assert read_json(f"{dest}/latest.json")["key"] == key
 
@@ -238,7 +240,7 @@ def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, sour
     failed = dag.test(run_conf=conf(source, dest), logical_date=when, run_after=when)
     assert failed.state == "failed"
     states = task_states(failed)
-    assert states["chunk"].count("failed") == 1 and len(states["chunk"]) >= 2 and states["merge"] == ["upstream_failed"]
+    assert states["chunk"].count("failed") == 1 and len(states["chunk"]) >= 2 and states["route"] == ["upstream_failed"]
     assert not storage.exists(f"{dest}/builds/{key}/_COMPLETE") and not storage.exists(f"{dest}/latest.json")
 
     fail, chunked[:] = False, []

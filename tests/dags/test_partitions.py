@@ -1,21 +1,24 @@
 """The build steps over partitions: the corpus is the same however it is cut, and equal to one CLI run.
 
-The steps run as the DAG calls them (plan, parse, index, chunk, merge, to_parquet), over a source
+The steps run as the DAG calls them (plan, parse, index, chunk, route, bucket, shard, publish), over a source
 holding a .jsonl, a .jsonl.gz and C++ project directories, locally and in the GCS emulator.
 """
 
 import gzip
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
-from dag_data import run_steps, write_cpp_source
+from dag_data import run_steps, run_tail, write_cpp_source
 
 from nanodata import storage
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
+from nanodata.report.corpus_report import report_build
 
 STD = Path("/usr/include/c++/12/bits")
 PARAMS = {"max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 40, "val_fraction": 0.1}
@@ -34,52 +37,180 @@ def source(tmp_path_factory):
     return src
 
 
-def _cli_corpus(src: Path, mode: str, out: Path) -> tuple[bytes, dict]:
+def _rows(directory: Path, manifest: dict) -> tuple[Counter, Counter]:
+    """(train rows, val rows) as multisets of (text, n_tokens, mode, source, kind)."""
+    def read(entries):
+        return Counter(tuple(r.values()) for e in entries for r in pq.read_table(directory / e["name"]).to_pylist())
+
+    return read(manifest["shards"]), read([manifest["val"]] if manifest["val"] else [])
+
+
+def _cli_corpus(src: Path, mode: str, out: Path) -> tuple[Counter, Counter]:
     """What a user gets from `nanodata chunk` + `nanodata to-parquet` over the same inputs."""
     docs = out / "docs.jsonl"
     chunk_to_jsonl(docs, inputs=[src / "extra.jsonl", src / "std.jsonl.gz"], project_dirs=[src], mode=mode,
                    max_tokens=PARAMS["max_tokens"])
     manifest = jsonl_to_parquet([str(docs)], out / "parquet", rows_per_file=PARAMS["rows_per_file"],
                                 val_fraction=PARAMS["val_fraction"], seed=cpp_corpus.SEED)
-    return docs.read_bytes(), _shards(out / "parquet", manifest)
+    return _rows(out / "parquet", manifest)
 
 
-def _shards(directory: Path, manifest: dict) -> dict:
-    return {s["name"]: (directory / s["name"]).read_bytes() for s in manifest["shards"] + [manifest["val"]]}
+def _build_files(dest: str, key: str) -> dict[str, bytes]:
+    build = f"{dest}/builds/{key}"
+    return {name: storage.read_bytes(f"{build}/{name}") for name in storage.list_names(build)}
 
 
 @pytest.mark.parametrize("mode", ["basic", "compilable"])
-def test_corpus_is_identical_for_any_partition_size_and_equal_to_the_cli(source, tmp_path, mode):
-    cli_docs, cli_shards = _cli_corpus(source, mode, tmp_path / "cli")
-    assert cli_docs.count(b"\n") > 50
-    partitions = []
-    for partition_mb in PARTITION_MBS:
-        dest = str(tmp_path / f"dest-{partition_mb}")
-        planned, chunks, merged = run_steps(source, dest, {**PARAMS, "mode": mode}, partition_mb)
+def test_corpus_is_identical_for_any_partition_size_and_bucket_count_and_equal_to_the_cli(source, tmp_path, mode):
+    cli_train, cli_val = _cli_corpus(source, mode, tmp_path / "cli")
+    assert sum(cli_train.values()) > 50 and sum(cli_val.values()) > 2
+    partitions, builds = [], []
+    for partition_mb, max_buckets in [(mb, None) for mb in PARTITION_MBS] + [(0.04, 1), (0.002, 3)]:
+        dest = str(tmp_path / f"dest-{partition_mb}-{max_buckets}")
+        planned, chunks, info = run_steps(source, dest, {**PARAMS, "mode": mode}, partition_mb, max_buckets)
         plan = json.loads((Path(planned["stage"]) / "plan.json").read_text())
-        partitions.append(plan["partitions"])
-        assert (Path(planned["stage"]) / "merged" / "docs.jsonl").read_bytes() == cli_docs, partition_mb
-        cpp_corpus.to_parquet(planned["stage"], planned["key"], rows_per_file=PARAMS["rows_per_file"],
-                              val_fraction=PARAMS["val_fraction"])
-        parquet = Path(planned["stage"]) / "parquet"
-        assert _shards(parquet, json.loads((parquet / "manifest.json").read_text())) == cli_shards, partition_mb
-        assert len(merged["partitions"]) == plan["partitions"]  # per-partition counts for the report
-        assert sum(p["files_read"] for p in merged["partitions"]) == sum(c["files_read"] for c in chunks)
-    assert partitions[0] > partitions[1] > partitions[2] == 1
-    # the smallest size split every input: the gz input became several decompressed parts
-    stage = Path(cpp_corpus.stage_uri(str(tmp_path / "dest-0.002"), planned["key"], 0.002))
-    assert len(list((stage / "parts").glob("00001-*.jsonl"))) >= 2
+        partitions.append((plan["partitions"], plan["buckets"]))
+        builds.append(_build_files(dest, planned["key"]))
+        build = Path(dest) / "builds" / planned["key"]
+        train, val = _rows(build, json.loads((build / "manifest.json").read_text()))
+        assert (train, val) == (cli_train, cli_val), (partition_mb, max_buckets)  # split included
+        assert info["docs"] == sum(cli_train.values()) + sum(cli_val.values())
+    assert all(b == builds[0] for b in builds[1:])  # byte-identical shards, manifest included
+    assert len([n for n in builds[0] if n.startswith("shard_")]) >= 2
+    counts = [p for p, _ in partitions[:3]]
+    assert counts[0] > counts[1] > counts[2] == 1
+    assert partitions[0][1] > 3 and {b for _, b in partitions[3:]} == {1, 3}
+    # the smallest size split every input: the gz input became several ranges read through its seek index
+    stage = Path(cpp_corpus.stage_uri(str(tmp_path / "dest-0.002-None"), planned["key"], 0.002))
+    gz_pieces = [pc for p in (stage / "partitions").glob("*.json") for pc in json.loads(p.read_text())["pieces"]
+                 if pc["input"] == 1]
+    assert len(gz_pieces) >= 2 and all(pc["gzindex"] for pc in gz_pieces)
+
+
+def test_a_gzip_input_is_split_with_no_decompressed_copy(source, tmp_path):
+    """plan reads the .gz once with rapidgzip (parallel) and stages only its seek index; each chunk task
+    seeks to its own decompressed range. No part files, and what plan stages is far smaller than the input."""
+    planned = cpp_corpus.plan(str(source), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=0.002)
+    stage = Path(planned["stage"])
+    assert not (stage / "parts").exists() and (stage / "gzindex" / "00001.gzidx").is_file()
+    decompressed = len(gzip.decompress((source / "std.jsonl.gz").read_bytes()))
+    gz_ranges = sorted((pc["start"], pc["stop"]) for p in (stage / "partitions").glob("*.json")
+                       for pc in json.loads(p.read_text())["pieces"] if pc["input"] == 1)
+    assert len(gz_ranges) >= 2 and gz_ranges[0][0] == 0 and gz_ranges[-1][1] == decompressed
+    assert all(a[1] == b[0] for a, b in zip(gz_ranges, gz_ranges[1:]))  # contiguous, nothing read twice
+
+
+def test_a_truncated_gzip_input_takes_the_checked_path(tmp_path):
+    """rapidgzip may end a truncated .gz quietly or refuse it; either way plan falls back to gzip, which
+    finds the damage: one line naming the input, and no partial corpus planned."""
+    from nanodata.errors import NanodataError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    records = "".join(json.dumps({"text": f"int f{i}() {{ return {i}; }}\n" * 50}) + "\n" for i in range(400))
+    whole = gzip.compress(records.encode())
+    (src / "cut.jsonl.gz").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(NanodataError, match=r"cut.jsonl.gz: cannot decompress: Compressed file ended") as info:
+        cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=256)
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "dest").rglob("plan.json"))
+
+
+def test_dedupe_keeps_the_first_occurrence_across_buckets(tmp_path):
+    """The same texts at many places of several inputs, each input in partitions of its own, several buckets:
+    every kept doc names its text's first place in input order, as one `nanodata chunk` run keeps it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    texts = [f"int f{i}() {{ return {i}; }}\n" for i in range(12)]
+    first = {}
+    for n in range(3):
+        lines = []
+        for line_no, i in enumerate(((n * 5 + 7 * k) % 12 for k in range(10)), start=1):
+            lines.append(json.dumps({"text": texts[i], "path": f"f{i}.cpp", "repo": f"r{n}"}))
+            first.setdefault(texts[i], f"r{n}/f{i}.cpp")
+        (src / f"in{n}.jsonl").write_text("\n".join(lines) + "\n")
+    params = {**PARAMS, "mode": "basic", "val_fraction": 0.0}
+    planned, _, info = run_steps(src, str(tmp_path / "dest"), params, partition_mb=1e-6)
+    assert json.loads((Path(planned["stage"]) / "plan.json").read_text())["buckets"] >= 4
+    build = tmp_path / "dest" / "builds" / planned["key"]
+    rows = [r for p in sorted(build.glob("shard_*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert {r["text"]: r["source"] for r in rows} == first and len(rows) == len(first) == 12
+    assert info["duplicates_dropped"] == 30 - 12
+
+
+def test_a_killed_mapped_task_retried_leaves_no_duplicate_or_lost_doc(source, tmp_path):
+    """What a bucket or shard task killed mid-way leaves (some outputs written, no summary, a temp file)
+    is replaced whole by its retry: the build equals an uninterrupted one."""
+    params = {**PARAMS, "mode": "basic"}
+    ref_dest = str(tmp_path / "ref")
+    planned, _, _ = run_steps(source, ref_dest, params, 0.04)
+    reference = _build_files(ref_dest, planned["key"])
+
+    dest = str(tmp_path / "killed")
+    planned = cpp_corpus.plan(str(source), dest, params, partition_mb=0.04)
+    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
+    run_tail(dest, planned, chunks, params)
+    stage, build = Path(planned["stage"]), Path(dest) / "builds" / planned["key"]
+    # "kill" bucket 0 and shard 0 after their data, before their summaries; leave half-written leftovers
+    (stage / "routed" / "00000.json").unlink()
+    (stage / "shards" / "00000.json").unlink()
+    shard0 = sorted(build.glob("shard_00000_*.parquet"))[0]
+    shard0.write_bytes(shard0.read_bytes()[:100])
+    (build / (shard0.name + ".tmp")).write_bytes(b"partial")
+    run_tail(dest, planned, chunks, params)  # the retries
+    cpp_corpus.publish(dest, planned["stage"], planned["key"])
+    assert _build_files(dest, planned["key"]) == reference
+
+
+def _dest_files(dest: Path) -> dict[str, int]:
+    return {p.relative_to(dest).as_posix(): p.stat().st_size for p in dest.rglob("*") if p.is_file()}
+
+
+def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_path):
+    params = {**PARAMS, "mode": "compilable"}
+    dest = tmp_path / "dest"
+    planned = cpp_corpus.plan(str(source), str(dest), params, partition_mb=0.04)
+    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    for ref in planned["parse"]:
+        cpp_corpus.parse_batch(ref, **chunk_kw)
+    cpp_corpus.chunk_batch(cpp_corpus.index(planned)[0], **chunk_kw)
+    # the run fails here: its staging stays, and cleanup refuses an uncommitted build
+    staged = _dest_files(dest)
+    assert any(n.startswith(".staging/") for n in staged)
+    with pytest.raises(RuntimeError, match="not committed: its staging is kept"):
+        cpp_corpus.cleanup(str(dest), planned["key"])
+    assert _dest_files(dest) == staged
+    done = Path(planned["stage"]) / "docs" / "00000.json"
+    mtime = done.stat().st_mtime_ns
+
+    # the retry resumes (the finished partitions are not redone) and removes the staging once committed
+    planned, chunks, _ = run_steps(source, str(dest), params, 0.04)
+    assert done.stat().st_mtime_ns == mtime
+    report_build(cpp_corpus.build_uri(str(dest), planned["key"]), **cpp_corpus.report_extras(planned["stage"]))
+    cpp_corpus.cleanup(str(dest), planned["key"])
+    left = _dest_files(dest)
+    build = f"builds/{planned['key']}/"
+    manifest = json.loads((dest / build / "manifest.json").read_text())
+    kept = {build + s["name"] for s in manifest["shards"] + [manifest["val"]]} | \
+        {build + "manifest.json", build + "_COMPLETE", "latest.json"}
+    other = {n: size for n, size in left.items() if n not in kept and not n.startswith(build + "report/")}
+    assert not other and not (dest / ".staging").exists(), other
 
 
 def test_gcs_source_with_compressed_input_builds_the_same_corpus(source, tmp_path, gcs_bucket):
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         storage.write_bytes(f"gs://{gcs_bucket}/src/{path.relative_to(source).as_posix()}", path.read_bytes())
     local, _, _ = run_steps(source, str(tmp_path / "local"), {**PARAMS, "mode": "compilable"}, 0.01)
-    remote, _, merged = run_steps(f"gs://{gcs_bucket}/src", f"gs://{gcs_bucket}/dest",
+    remote, chunks, _ = run_steps(f"gs://{gcs_bucket}/src", f"gs://{gcs_bucket}/dest",
                                   {**PARAMS, "mode": "compilable"}, 0.01)
-    assert storage.read_bytes(f"{remote['stage']}/merged/docs.jsonl") == \
-        (Path(local["stage"]) / "merged" / "docs.jsonl").read_bytes()
-    assert len(merged["partitions"]) > 2
+    assert _build_files(f"gs://{gcs_bucket}/dest", remote["key"]) == _build_files(str(tmp_path / "local"), local["key"])
+    assert sum(c["partitions"] for c in chunks) > 2
+    # staging under the bucket goes too, once committed, and so does this machine's cached copy of the index
+    cache = cpp_corpus._index_cache(f"{remote['stage']}/index/index.sqlite")
+    assert cache.is_dir()
+    cpp_corpus.cleanup(f"gs://{gcs_bucket}/dest", remote["key"])
+    assert storage.list_names(f"gs://{gcs_bucket}/dest/.staging") == [] and not cache.exists()
 
 
 def test_a_folder_of_cpp_files_is_a_source(tmp_path):
@@ -87,11 +218,30 @@ def test_a_folder_of_cpp_files_is_a_source(tmp_path):
     folder.mkdir()
     for name in ("stl_pair.h", "stl_heap.h"):
         shutil.copy(STD / name, folder / name)
-    planned, chunks, merged = run_steps(folder, str(tmp_path / "dest"), {**PARAMS, "mode": "compilable"})
-    assert sum(c["files_read"] for c in chunks) == 2 and merged["docs"] > 2
-    sources = {json.loads(line)["source"] for line in
-               (Path(planned["stage"]) / "merged" / "docs.jsonl").read_text().splitlines()}
+    planned, chunks, info = run_steps(folder, str(tmp_path / "dest"), {**PARAMS, "mode": "compilable"})
+    assert sum(c["files_read"] for c in chunks) == 2 and info["docs"] > 2
+    build = tmp_path / "dest" / "builds" / planned["key"]
+    sources = {r["source"] for p in build.glob("*.parquet") for r in pq.read_table(p).to_pylist()}
     assert sources == {"loose/stl_pair.h", "loose/stl_heap.h"}
+
+
+def test_partitions_stay_within_twice_the_size_except_a_single_bigger_file(tmp_path):
+    """Files of mixed sizes around the partition size: a partition passes 2x partition_mb only when it is one
+    file bigger than that, and every file lands in exactly one partition."""
+    src = tmp_path / "src"
+    sizes = [300, 5000, 700, 12000, 100, 100, 2500, 40000, 900, 3100, 800, 9000]
+    for i, size in enumerate(sizes):
+        (src / f"p{i % 3}").mkdir(parents=True, exist_ok=True)
+        (src / f"p{i % 3}" / f"f{i:02d}.cpp").write_text(("int x;\n" * size)[:size])
+    limit = 4000
+    planned = cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"},
+                              partition_mb=limit / 2 ** 20)
+    parts = [json.loads(p.read_text()) for p in sorted((Path(planned["stage"]) / "partitions").glob("*.json"))]
+    files = [f for p in parts for pc in p["pieces"] for f in pc["files"]]
+    assert sorted(f[1] for f in files) == sorted(sizes) and len(parts) >= 6
+    for p in parts:
+        in_it = [f for pc in p["pieces"] for f in pc["files"]]
+        assert p["bytes"] <= 2 * limit or (len(in_it) == 1 and in_it[0][1] > limit), p
 
 
 def test_a_source_without_inputs_is_a_clear_error(tmp_path):

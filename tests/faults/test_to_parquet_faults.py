@@ -18,7 +18,7 @@ SEED = 1010
 KILLS = 6
 BAD_LINES = [b"{torn", b"", '{"text": "caf\u00e9"}'.encode("latin-1"), b'["a", "list"]', b'{"body": "x"}',
              b'{"text": 7}', b'{"text": "  "}', b'{"text": "x", "n_tokens": -3}', b'{"text": "\\ud800"}']
-LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d [\d:,]+ (INFO|WARNING) nanodata\.build\.to_parquet: ")
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d [\d:,]+ (INFO|WARNING) nanodata\.pipeline\.to_parquet: ")
 KINDS = {"invalid_json": 2, "not_utf8": 1, "not_an_object": 1, "missing_text": 1, "non_string_text": 1,
          "empty_text": 1, "bad_metadata": 1, "invalid_unicode": 1}  # times each kind is in BAD_LINES
 

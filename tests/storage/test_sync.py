@@ -1,4 +1,4 @@
-"""nanodata.storage.sync against a real gcp-storage-emulator process (HTTP on a loopback port)."""
+"""nanodata.corpus.sync against a real gcp-storage-emulator process (HTTP on a loopback port)."""
 
 import os
 import threading

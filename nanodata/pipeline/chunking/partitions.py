@@ -3,8 +3,10 @@
 A partition is a list of *pieces*, each a run of items of one input:
 - {"kind": "jsonl", ...}: a line-aligned byte range of a JSONL input, with the number of its first
   line (so sources and problems name the input's own line numbers). Plain inputs, local or gs://,
-  are read in place with ranged reads; a compressed input (.gz, .zst) cannot be entered mid-way, so
-  planning decompresses it once, streaming, into part files in staging, one per piece.
+  are read in place with ranged reads. A `.gz` input is read once by rapidgzip, which decompresses
+  on all the task's cores and exports a seek index (staging gzindex/NNNNN.gzidx); no decompressed byte
+  is written, and each chunk task seeks with the index to its own decompressed range. A `.zst` input
+  (or a `.gz` rapidgzip cannot read) is decompressed once into part files in staging, one per piece.
 - {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
   projects are grouped or split wherever the size budget says.
 Partitions are closed once they hold `partition_bytes`, across input boundaries. Items keep the
@@ -14,16 +16,24 @@ how the inputs are cut never changes the output. Planning holds one partition's 
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from nanodata import storage
+from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+
+log = logging.getLogger(__name__)
 
 PARTITIONS = "partitions"   # staging: partitions/NNNNN.json
 PARTS = "parts"             # staging: decompressed pieces of compressed inputs
+GZ_INDEX = "gzindex"        # staging: gzindex/NNNNN.gzidx, the rapidgzip seek index of gzip input NNNNN
+GZ_READ = 1 << 20
 
 
 def partition_uri(stage: str, number: int) -> str:
@@ -37,6 +47,7 @@ class _Planner:
         self.problems: list[list[str]] = []
         self.bytes = 0
         self.count = 0
+        self.total = 0  # bytes of every partition so far
 
     @property
     def room(self) -> int:
@@ -45,6 +56,7 @@ class _Planner:
     def add(self, piece: dict, size: int) -> None:
         self.pieces.append(piece)
         self.bytes += size
+        self.total += size
         if self.bytes >= self.limit:
             self.close()
 
@@ -58,7 +70,53 @@ class _Planner:
         self.pieces, self.problems, self.bytes = [], [], 0
 
 
+def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
+    """Cut a .gz input by decompressed offsets in one parallel rapidgzip pass and stage its seek index.
+    False (nothing planned) when rapidgzip cannot read it: the part-file path then reports what is wrong."""
+    import rapidgzip
+
+    pieces = []
+    index = scratch / "index.gzidx"
+    try:
+        # `with` closes the reader: one left open at interpreter exit aborts the process (DESIGN.md)
+        cores = len(os.sched_getaffinity(0))  # the cores this task gets, not the machine's
+        with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=cores) as f:
+            for _, cut in split_at_lines(f, planner.room, planner.limit):
+                if cut is not None:
+                    pieces.append(cut)
+            with open(index, "wb") as out:
+                f.export_index(out)
+    except (ValueError, RuntimeError, OSError) as exc:
+        log.warning("%s: rapidgzip cannot read it (%s); decompressing it into parts instead", uri, exc)
+        return False
+    # rapidgzip ends a truncated file quietly; gzip's footer holds the size mod 2**32 (of the last member:
+    # a multi-member file may disagree too, and then takes the part-file path, which checks every member)
+    with storage.open_seekable(uri) as raw:
+        raw.seek(-4, io.SEEK_END)
+        footer = int.from_bytes(raw.read(4), "little")
+    if footer != (pieces[-1][1] if pieces else 0) % 2 ** 32:
+        log.warning("%s: decompressed size disagrees with the gzip footer; decompressing it into parts instead", uri)
+        return False
+    index_uri = storage.join_uri(planner.stage, GZ_INDEX, f"{number:05d}.gzidx")
+    storage.write_file(index, index_uri)
+    # the same cuts split_at_lines gives the part-file path: planner.room only changes at a partition's close,
+    # which a cut causes, so cutting first and adding after gives the same pieces
+    for start, stop, first_line in pieces:
+        planner.add({"kind": "jsonl", "input": number, "display": uri, "uri": uri, "start": start, "stop": stop,
+                     "first_line": first_line, "gzindex": index_uri}, stop - start)
+    return True
+
+
 def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
+    if storage.compression_of(uri) == "gzip" and _plan_gzip(planner, number, uri, scratch):
+        return
+    try:
+        _plan_jsonl_serial(planner, number, uri, scratch)
+    except storage.decompression_errors() as exc:  # a truncated or corrupt .gz / .zst: no partial corpus
+        raise NanodataError(f"{uri}: cannot decompress: {exc}") from None
+
+
+def _plan_jsonl_serial(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
     compressed = storage.compression_of(uri) is not None
     base = {"kind": "jsonl", "input": number, "display": uri}
     with storage.open_decompressed(uri) as stream:
@@ -98,6 +156,9 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
         if isinstance(rel, Problem):
             planner.problems.append([rel.where, rel.reason, rel.status])
             continue
+        if size > planner.limit and (files or planner.pieces):
+            flush()  # a file bigger than a partition gets one of its own: no other partition passes 2x the size
+            planner.close()
         files.append([rel, size, k])
         k += 1
         size_sum += size
@@ -106,9 +167,9 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
     flush()
 
 
-def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> int:
+def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> tuple[int, int]:
     """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
-    the input number is the position); returns how many there are."""
+    the input number is the position); returns how many there are and their bytes (decompressed)."""
     planner = _Planner(stage, partition_bytes)
     scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
     try:
@@ -120,7 +181,7 @@ def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extens
         planner.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return planner.count
+    return planner.count, planner.total
 
 
 def load_partition(stage: str, number: int) -> dict:
@@ -135,12 +196,34 @@ def partition_items(partition: dict, max_file_bytes: int):
     for where, reason, status in partition["problems"]:
         yield Problem(where, reason, status)
     for piece in partition["pieces"]:
-        if piece["kind"] == "jsonl":
+        if piece.get("gzindex"):
+            yield from _gzip_range_items(piece, max_file_bytes)
+        elif piece["kind"] == "jsonl":
             yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
                                    start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
         else:
             for rel, size, k in piece["files"]:
                 yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
+
+
+def _gzip_range_items(piece: dict, max_file_bytes: int):
+    """The items of a decompressed range of a .gz input: rapidgzip seeks there with the staged index (one
+    core), the range goes to a local temp file, read as a plain range with the input's line numbers."""
+    import rapidgzip
+
+    with tempfile.TemporaryDirectory(prefix="nanodata-gzrange-") as tmp:
+        index = storage.local_copy(piece["gzindex"], Path(tmp) / "index.gzidx")
+        part = Path(tmp) / "range.jsonl"
+        left = piece["stop"] - piece["start"]
+        with storage.open_seekable(piece["uri"]) as raw, rapidgzip.RapidgzipFile(raw, parallelization=1) as f, \
+                open(index, "rb") as idx, open(part, "wb") as out:
+            f.import_index(idx)
+            f.seek(piece["start"])
+            while left > 0 and (block := f.read(min(left, GZ_READ))):
+                out.write(block)
+                left -= len(block)
+        yield from jsonl_items(str(part), piece["input"], max_file_bytes, display=piece["display"], start=0,
+                               stop=piece["stop"] - piece["start"], first_line=piece["first_line"])
 
 
 def describe(partition: dict) -> str:
@@ -149,7 +232,8 @@ def describe(partition: dict) -> str:
     for piece in partition["pieces"]:
         if piece["kind"] == "jsonl":
             stop = "end" if piece["stop"] is None else piece["stop"]
-            where = (f"bytes {piece['start']}-{stop}" if piece["uri"] == piece["display"]
+            where = (f"decompressed bytes {piece['start']}-{stop} (gzip seek index)" if piece.get("gzindex")
+                     else f"bytes {piece['start']}-{stop}" if piece["uri"] == piece["display"]
                      else f"decompressed part {piece['uri'].rsplit('/', 1)[-1]}")
             parts.append(f"{piece['display']} from line {piece['first_line']} ({where})")
         else:

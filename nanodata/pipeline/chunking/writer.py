@@ -49,7 +49,8 @@ def staged_line(doc: Doc, mode: str) -> bytes:
     return f"{_digest(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')}\t{doc_line(doc, mode)}".encode("utf-8")
 
 
-def _from_staged(line: bytes) -> tuple[bytes, int, bool, bytes]:
+def from_staged(line: bytes) -> tuple[bytes, int, bool, bytes]:
+    """(digest, tokens, split, output line) of a staged line."""
     header, _, out = line.partition(b"\t")
     digest, tokens, split = header.split(b" ")
     return bytes.fromhex(digest.decode("ascii")), int(tokens), split == b"1", out
@@ -112,7 +113,7 @@ class JsonlWriter:
 
     def write_staged(self, lines: list[bytes]) -> None:
         """Docs staged (staged_line) with this writer's mode, written as they are: no JSON parsed or made."""
-        self._write([_from_staged(line) for line in lines])
+        self._write([from_staged(line) for line in lines])
 
     def _write(self, docs: list[tuple[bytes, int, bool, bytes]]) -> None:
         lines = []

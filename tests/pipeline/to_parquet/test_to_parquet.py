@@ -82,7 +82,19 @@ def test_row_groups_and_seeded_shuffle(tmp_path, jsonl, records):
     assert again == manifest and file_bytes(tmp_path / "again") == file_bytes(out)
     other_seed = convert(jsonl, tmp_path / "seed7", rows_per_file=300, row_group_size=64, seed=7)
     assert other_seed["shards"][0]["sha256"] != manifest["shards"][0]["sha256"]
-    assert other_seed["val"] == manifest["val"]  # val depends on the text only
+    assert other_seed["val"]["sha256"] != manifest["val"]["sha256"]  # val: a seeded function of the text
+
+
+def test_row_groups_close_at_a_byte_cap(tmp_path, records):
+    big = [{**r, "text": r["text"] * 200} for r in records[:200]]  # docs of several KB
+    out = tmp_path / "out"
+    convert(write_jsonl(tmp_path / "big.jsonl", big), out, rows_per_file=1000, row_group_size=1024,
+            row_group_bytes=64 << 10, shard_bytes=1 << 20)
+    shards = sorted(out.glob("shard_*.parquet"))
+    assert len(shards) >= 2  # closed at the byte cap, not at 1000 rows
+    for shard in shards:
+        md = pq.ParquetFile(shard).metadata
+        assert md.num_row_groups >= 2 and max(md.row_group(i).num_rows for i in range(md.num_row_groups)) < 200
 
 
 def test_val_is_stable_under_rows_per_file_and_row_order(tmp_path, records):

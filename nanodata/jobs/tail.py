@@ -1,0 +1,293 @@
+"""The mapped tail of the C++ corpus build: scatter (in each chunk task) → bucket (mapped) → shard (mapped).
+
+No task reads the whole corpus. The exchange is MapReduce's:
+- scatter: a chunk task regroups its partition's docs by dedupe bucket (`shuffle.bucket_of` of the
+  content digest, B buckets chosen by plan from the input size) into scatter/PPPPP.bin, one byte range per
+  bucket (offsets in the partition's summary). Each record is "RANK POS " + the staged line, where
+  (rank, partition, POS) is the doc's place in the order a one-process run writes docs in.
+- bucket b: reads range b of every partition, keeps the first occurrence of each digest in that order
+  (equal texts always meet in one bucket, so this equals a serial scan's dedupe), and routes each kept doc
+  to val (`shuffle.is_val`) or to train shard `shuffle.shard_of` (S shards, S fixed by `route` from counts
+  that do not depend on how the work was cut) into routed/BBBBB.bin, one byte range per shard.
+- shard s: reads range s of every bucket, sorts the docs by `shuffle.shuffle_key` (SortedSpool: keys in
+  memory, texts on disk) and writes its parquet files straight into the build's directory or bucket prefix.
+So the files are byte-identical for any partition size, bucket count or worker count.
+
+Each step writes its data, then its summary; a step whose summary exists returns it. A killed task
+rewrites its files whole on retry (local: temp + rename; GCS: one upload per object), so nothing is
+duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import tempfile
+import time
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+from nanodata import storage
+from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, mark_complete
+from nanodata.jobs import MAX_MAPPED_TASKS
+from nanodata.jobs.inputs import batch_bounds
+from nanodata.pipeline.chunking.writer import from_staged
+from nanodata.pipeline.shuffle import (FILE_BYTES, ROW_GROUP_BYTES, ROW_GROUP_ROWS, SortedSpool, bucket_of, is_val,
+                                       shard_of, shuffle_key)
+from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
+from nanodata.storage.files import atomic_output
+
+log = logging.getLogger(__name__)
+
+SCATTER = "scatter"   # scatter/PPPPP.bin: a partition's docs grouped by bucket
+ROUTED = "routed"     # routed/BBBBB.bin + .json: a bucket's kept docs grouped by shard
+SHARDS = "shards"     # shards/SSSSS.json: the files a shard task wrote
+TAIL = "tail.json"    # what route decided: buckets, shards, batches
+VAL_NAME = "val_shard.parquet"
+SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per shard task: a 200 MB input gives >= 8 shard tasks
+
+
+def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED_TASKS) -> int:
+    """B: about one bucket per partition's worth of input, so bucket tasks are as many and as big as chunk tasks."""
+    return max(1, min(limit, math.ceil(input_bytes / max(partition_bytes, 1))))
+
+
+def shard_count(docs: int, doc_bytes: int, rows_per_file: int, val_fraction: float) -> int:
+    """S train shards from the docs chunked before dedupe (the same however the work was cut): enough that
+    a shard holds about rows_per_file docs at most and SHARD_TARGET_BYTES of docs, so shard tasks are
+    spread over workers even when rows_per_file alone would make one shard of a 200 MB build."""
+    train = 1 - val_fraction
+    return max(1, math.ceil(docs * train / rows_per_file), math.ceil(doc_bytes * train / SHARD_TARGET_BYTES))
+
+
+def shard_file(shard: int, k: int) -> str:
+    return f"shard_{shard:05d}_{k:03d}.parquet"
+
+
+@contextlib.contextmanager
+def landing(uri: str, tmp: Path):
+    """A local file whose bytes become `uri` whole: written in place (temp + rename) when local, uploaded
+    once when gs:// (a retried upload replaces the object, never appends to it)."""
+    if not is_gcs(uri):
+        with atomic_output(uri) as f:
+            yield f
+        return
+    local = tmp / ("landing-" + uri.rsplit("/", 1)[-1])
+    with open(local, "wb") as f:
+        yield f
+    storage.write_file(local, uri)
+    local.unlink()
+
+
+def _sorted_copy(src: Path, keys: np.ndarray, n_keys: int, starts, lengths, out, prefix=None) -> list[int]:
+    """Copy src's records (starts, lengths) to out in stable order of their keys (0..n_keys-1), each behind
+    prefix(record) when given; returns the n_keys + 1 byte offsets of each key's range in out."""
+    ends = [0] * n_keys
+    written = 0
+    with open(src, "rb") as f:
+        fd = f.fileno()
+        for j in np.argsort(keys, kind="stable").tolist():
+            data = os.pread(fd, int(lengths[j]), int(starts[j]))
+            if prefix is not None:
+                data = prefix(j) + data
+            out.write(data)
+            written += len(data)
+            ends[int(keys[j])] = written
+    offsets = [0]
+    for end in ends:  # an empty key's range is empty, where the previous one ended
+        offsets.append(max(offsets[-1], end))
+    return offsets
+
+
+def scatter(staged: Path, groups: list, buckets: int, out_uri: str, tmp: Path) -> dict:
+    """A partition's staged docs (groups: [rank, start, stop] ranges in file order) regrouped by bucket."""
+    keys, starts, lengths, ranks = array("q"), array("Q"), array("Q"), array("q")
+    with open(staged, "rb") as f:
+        for rank, start, stop in groups:
+            f.seek(start)
+            pos = start
+            while pos < stop:
+                line = f.readline(stop - pos)
+                keys.append(bucket_of(bytes.fromhex(line[:32].decode("ascii")), buckets))
+                starts.append(pos)
+                lengths.append(len(line))
+                ranks.append(rank)
+                pos += len(line)
+    with landing(out_uri, tmp) as out:
+        offsets = _sorted_copy(staged, np.array(keys, dtype=np.int64), buckets, starts, lengths, out,
+                               prefix=lambda j: f"{ranks[j]} {starts[j]} ".encode())
+    return {"bucket_offsets": offsets, "doc_bytes": int(sum(lengths))}
+
+
+def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
+    """Unmapped bookkeeping after chunk: fix S from the chunk tasks' totals (XCom), return the bucket batches."""
+    tail = read_json(join(stage, TAIL))
+    if tail is None:
+        plan_ = read_json(join(stage, "plan.json"))
+        docs, doc_bytes = sum(c["docs"] for c in chunked), sum(c["doc_bytes"] for c in chunked)
+        shards = shard_count(docs, doc_bytes, rows_per_file, val_fraction)
+        tail = {"buckets": plan_["buckets"], "shards": shards, "rows_per_file": rows_per_file,
+                "val_fraction": val_fraction, "partitions": plan_["partitions"],
+                "bucket_batches": batch_bounds(plan_["buckets"], MAX_MAPPED_TASKS),
+                "shard_batches": batch_bounds(shards + 1, MAX_MAPPED_TASKS)}  # shard S is val
+        write_json(join(stage, TAIL), tail)
+    log.info("build %s: %d buckets, %d train shards + val", key, tail["buckets"], tail["shards"])
+    return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["bucket_batches"]))]
+
+
+def shard_refs(stage: str, key: str) -> list[dict]:
+    tail = read_json(join(stage, TAIL))
+    return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["shard_batches"]))]
+
+
+def _each(stage: str, kind: str, batch: int, work) -> dict:
+    tail = read_json(join(stage, TAIL))
+    start, stop = tail[f"{kind}_batches"][batch]
+    totals = {"docs": 0, "bytes": 0, "seconds": 0.0}
+    folder = ROUTED if kind == "bucket" else SHARDS
+    for number in range(start, stop):
+        summary_uri = join(stage, folder, f"{number:05d}.json")
+        summary = read_json(summary_uri)
+        if summary is None:
+            started = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix=f"nanodata-{kind}-") as tmp:
+                summary = work(tail, number, Path(tmp))
+            summary["seconds"] = round(time.perf_counter() - started, 3)
+            write_json(summary_uri, summary)
+        for name in totals:
+            totals[name] += summary[name]
+    return {"batch": batch, **totals}
+
+
+def _read_ranges(uris_offsets, index: int):
+    """Yield the records (lines) of range `index` of each (uri, offsets) in order."""
+    for uri, offsets in uris_offsets:
+        start, stop = offsets[index], offsets[index + 1]
+        if stop > start:
+            with storage.open_read(uri, start, stop) as f:
+                yield from f
+
+
+def bucket_batch(ref: dict, *, seed: int) -> dict:
+    """Mapped: dedupe each bucket of the batch (first occurrence in (rank, partition, position) order), then
+    route its docs to val or a train shard."""
+    stage = ref["stage"]
+
+    def work(tail, bucket, tmp):
+        sources = []
+        for p in range(tail["partitions"]):
+            summary = read_json(join(stage, "docs", f"{p:05d}.json"))
+            sources.append((join(stage, SCATTER, f"{p:05d}.bin"), summary["bucket_offsets"]))
+        hi, lo, order = array("Q"), array("Q"), array("q")
+        starts, lengths = array("Q"), array("Q")
+        spool = tmp / "in.staged"
+        size = 0
+        with open(spool, "wb") as out:
+            for p, source in enumerate(sources):
+                for record in _read_ranges([source], bucket):
+                    rank, pos, line = record.split(b" ", 2)
+                    digest = bytes.fromhex(line[:32].decode("ascii"))
+                    hi.append(int.from_bytes(digest[:8], "big"))
+                    lo.append(int.from_bytes(digest[8:], "big"))
+                    # a one-process run writes docs in (rank, partition, position) order
+                    order.extend((int(rank), p, int(pos)))
+                    starts.append(size)
+                    lengths.append(len(line))
+                    out.write(line)
+                    size += len(line)
+        n = len(hi)
+        if n:
+            his, los = np.frombuffer(hi, dtype=np.uint64), np.frombuffer(lo, dtype=np.uint64)
+            place = np.frombuffer(order, dtype=np.int64).reshape(n, 3)
+            ranked = np.lexsort((place[:, 2], place[:, 1], place[:, 0], los, his))
+            first = np.ones(n, dtype=bool)
+            first[1:] = (his[ranked][1:] != his[ranked][:-1]) | (los[ranked][1:] != los[ranked][:-1])
+            kept = np.sort(ranked[first])
+        else:
+            kept = np.zeros(0, dtype=np.int64)
+        shards = tail["shards"]
+        dest = np.zeros(len(kept), dtype=np.int64)
+        for i, j in enumerate(kept.tolist()):
+            digest = hi[j].to_bytes(8, "big") + lo[j].to_bytes(8, "big")
+            dest[i] = shards if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, shards)
+        with landing(join(stage, ROUTED, f"{bucket:05d}.bin"), tmp) as out:
+            offsets = _sorted_copy(spool, dest, shards + 1, _take(starts, kept), _take(lengths, kept), out)
+        return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": n - len(kept), "bytes_in": size,
+                "bytes": offsets[-1], "shard_offsets": offsets}
+
+    return {"key": ref["key"], "stage": stage, **_each(stage, "bucket", ref["batch"], work)}
+
+
+def _take(values: array, index: np.ndarray) -> list[int]:
+    return np.frombuffer(values, dtype=np.uint64)[index].tolist() if len(index) else []
+
+
+def shard_batch(ref: dict, *, build: str, seed: int) -> dict:
+    """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI)."""
+    stage = ref["stage"]
+
+    def work(tail, shard, tmp):
+        sources = [(join(stage, ROUTED, f"{b:05d}.bin"), read_json(join(stage, ROUTED, f"{b:05d}.json"))["shard_offsets"])
+                   for b in range(tail["buckets"])]
+        spool = SortedSpool(tmp / "shard.jsonl")
+        try:
+            for line in _read_ranges(sources, shard):
+                digest, _, _, doc = from_staged(line)
+                spool.add(shuffle_key(digest, seed), doc)
+            val = shard == tail["shards"]
+            names: list[str] = []
+
+            def name_of(k):
+                names.append(VAL_NAME if val else shard_file(shard, k))
+                return (tmp / names[-1]) if is_gcs(build) else Path(join(build, names[-1]))
+
+            unbounded = 2 ** 62  # val is one file, as every reader expects
+            files = spool.write(name_of, rows_per_file=unbounded if val else tail["rows_per_file"],
+                                file_bytes=unbounded if val else FILE_BYTES, row_group_rows=ROW_GROUP_ROWS,
+                                row_group_bytes=ROW_GROUP_BYTES)
+        finally:
+            spool.close()
+        if is_gcs(build):  # straight to the build's prefix: no local copy of the corpus, no serial upload
+            for name in names:
+                storage.write_file(tmp / name, join(build, name))
+                (tmp / name).unlink()
+        return {"shard": shard, "val": val, "files": files, "docs": sum(f["rows"] for f in files),
+                "bytes": sum(f["bytes"] for f in files)}
+
+    return {"key": ref["key"], "stage": stage, **_each(stage, "shard", ref["batch"], work)}
+
+
+def commit(build: str, stage: str, created_by: str) -> Manifest:
+    """Unmapped bookkeeping: manifest.json from the shard summaries, then _COMPLETE. Returns the manifest."""
+    if is_complete(build):
+        return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
+    tail = read_json(join(stage, TAIL))
+    shards, val = [], None
+    for s in range(tail["shards"] + 1):
+        summary = read_json(join(stage, SHARDS, f"{s:05d}.json"))
+        if summary is None:
+            raise RuntimeError(f"shard {s} is not written ({stage}/{SHARDS}/{s:05d}.json missing)")
+        if summary["val"]:
+            val = ShardEntry(**{k: v for k, v in summary["files"][0].items() if k != "tokens"}) if summary["files"] else None
+        else:
+            shards += [ShardEntry(**f) for f in summary["files"]]
+    manifest = Manifest(shards=shards, val=val, total_rows=sum(s.rows for s in shards) + (val.rows if val else 0),
+                        created_by=created_by)
+    storage.write_bytes(join(build, MANIFEST), manifest.to_bytes())
+    mark_complete(build)
+    return manifest
+
+
+def bucket_stats(stage: str) -> list[dict]:
+    """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
+    tail = read_json(join(stage, TAIL)) or {"buckets": 0}
+    stats = []
+    for b in range(tail["buckets"]):
+        summary = read_json(join(stage, ROUTED, f"{b:05d}.json")) or {}
+        stats.append({k: summary.get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
+                                                    "seconds")})
+    return stats
