@@ -26,8 +26,16 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one line (`nanodata CMD: error: argument --x: ...`) and exit 2, as our own errors:
+    argparse's usage block above it would bury the line that names the flag, the value and its range."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nanodata", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="nanodata", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():

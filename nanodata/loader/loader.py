@@ -40,7 +40,7 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
         return_doc_info=False, cache_dir=None, cache_bytes=DEFAULT_CACHE_BYTES):
     """BOS-aligned best-fit packing, nanochat-exact by default. Yields (inputs, targets, state_dict), plus a
     doc_info dict {"cu_seqlens", "position_ids"} when return_doc_info=True. inputs and targets are views of one
-    reused buffer, overwritten by the next batch. Bad arguments raise ValueError here, before the first batch.
+    reused buffer, overwritten by the next batch. Bad arguments raise NanodataError (a ValueError) here, before the first batch.
 
     sources=[{"data_dir": ..., "weight": ...}, ...] replaces data_dir with a weighted mixture; logical_streams=N
     (fixed for a run) lets it resume on up to N ranks. resume_state_dict: one state, or the list of all ranks'
@@ -51,7 +51,7 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
     the row groups fetched from a bucket on local disk (nanodata.loader.remote)."""
     _check_positive(B=B, T=T, buffer_size=buffer_size)
     if crop not in CROP_POLICIES:
-        raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
+        raise NanodataError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
     if logical_streams is not None:
         _check_positive(logical_streams=logical_streams)
     data_dirs, weights = _check_sources(data_dir, sources)
@@ -204,12 +204,12 @@ class _Documents:
     def __init__(self, tokenizer, split, rank, world_size, threads, batch_size, streaming, poll_interval, prefetch,
                  loader_settings: dict, files: dict):
         if split not in ("train", "val"):
-            raise ValueError(f"split must be 'train' or 'val', not {split!r}")
+            raise NanodataError(f"split must be 'train' or 'val', not {split!r}")
         _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
         if not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be an integer >= 0, not {prefetch!r}")
+            raise NanodataError(f"prefetch must be an integer >= 0, not {prefetch!r}")
         if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
+            raise NanodataError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
         check_cache_args(**files)
         self.files = files
         self.rank, self.world_size = resolve_rank(rank, world_size)
@@ -275,24 +275,24 @@ def _check_sources(data_dir, sources) -> tuple[list, list[float] | None]:
     if sources is None:
         return [data_dir], None
     if data_dir is not None:
-        raise ValueError("pass data_dir or sources, not both")
+        raise NanodataError("pass data_dir or sources, not both")
     if not isinstance(sources, (list, tuple)) or not sources:
-        raise ValueError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, not {sources!r}")
+        raise NanodataError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, not {sources!r}")
     for i, source in enumerate(sources):
         if not isinstance(source, dict) or set(source) != {"data_dir", "weight"}:
-            raise ValueError(f"sources[{i}] must be a dict with exactly the keys data_dir and weight, not {source!r}")
+            raise NanodataError(f"sources[{i}] must be a dict with exactly the keys data_dir and weight, not {source!r}")
         weight = source["weight"]
         if type(weight) not in (int, float) or not 0 < weight < math.inf:
-            raise ValueError(f"sources[{i}]['weight'] must be a number > 0, not {weight!r}")
+            raise NanodataError(f"sources[{i}]['weight'] must be a number > 0, not {weight!r}")
         if not isinstance(source["data_dir"], (str, os.PathLike)):
-            raise ValueError(f"sources[{i}]['data_dir'] must be a path, not {source['data_dir']!r}")
+            raise NanodataError(f"sources[{i}]['data_dir'] must be a path, not {source['data_dir']!r}")
     return [source["data_dir"] for source in sources], [float(source["weight"]) for source in sources]
 
 
 def _check_positive(**values) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
+            raise NanodataError(f"{name} must be an integer >= 1, not {value!r}")
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -305,7 +305,7 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
         rank = found[0] if rank is None else rank
         world_size = found[1] if world_size is None else world_size
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size); got rank={rank}, world_size={world_size}")
+        raise NanodataError(f"rank must be in [0, world_size); got rank={rank}, world_size={world_size}")
     return rank, world_size
 
 

@@ -83,11 +83,11 @@ def open_shards(data_dir, *, stop: threading.Event, cache_dir=None, cache_bytes:
 def check_cache_args(cache_dir, cache_bytes) -> None:
     """cache_bytes an integer >= 0; cache_dir None or a directory (or a path where one can be made)."""
     if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-        raise ValueError(f"cache_bytes must be an integer >= 0, not {cache_bytes!r}")
+        raise NanodataError(f"cache_bytes must be an integer >= 0, not {cache_bytes!r}")
     if cache_dir is not None:
         existing = next(p for p in (Path(cache_dir), *Path(cache_dir).parents) if p.exists())
         if not existing.is_dir():
-            raise ValueError(f"cache_dir {cache_dir}: {existing} is not a directory")
+            raise NanodataError(f"cache_dir {cache_dir}: {existing} is not a directory")
 
 
 # -- local directories -------------------------------------------------------------------------------------

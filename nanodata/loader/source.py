@@ -110,13 +110,13 @@ class DocumentSource:
             if slot not in files:
                 files[slot] = self.files.parquet(name)
             if rg_idx >= files[slot].num_row_groups:
-                raise ValueError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
+                raise NanodataError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
                                  f"{files[slot].num_row_groups}")
             if (slot, rg_idx) not in groups:
                 groups[slot, rg_idx] = self.files.texts(name, files[slot], rg_idx)
             rows = groups[slot, rg_idx]
             if row >= len(rows):
-                raise ValueError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
+                raise NanodataError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
                                  f"{len(rows)} rows")
             texts.append(rows[row])
         return texts
@@ -227,7 +227,7 @@ class DocumentSource:
         name = state["cursor_file"]
         if name is not None and (self.file_idx >= len(self.pass_files) or self.pass_files[self.file_idx] != name):
             if name not in self.pass_files:
-                raise ValueError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
+                raise NanodataError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
                                  f"{reprlib.repr(self.pass_files)}")
             self.file_idx = self.pass_files.index(name)
         return {slot: self.slot(name) for slot, name, *_ in state["files"]}
@@ -236,16 +236,16 @@ class DocumentSource:
         known = set(split_files)
         for name in names:
             if name not in known:
-                raise ValueError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
+                raise NanodataError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
                                  f"{self.data_dir}")
 
     def _check_unchanged(self, name: str, recorded: list) -> None:
         path = self.files.label(name)
         if not self.files.exists(name):
-            raise ValueError(f"resume_state_dict names {path}, which does not exist")
+            raise NanodataError(f"resume_state_dict names {path}, which does not exist")
         for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
             if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
-                raise ValueError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
+                raise NanodataError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
                                  f"is {now!r}")
 
     def fingerprint(self, name: str) -> list:

@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from operator import itemgetter
 
+from nanodata.errors import NanodataError
 from nanodata.loader.packing import BestFitPacker, with_bos
 from nanodata.loader.source import LoaderClosed
 
@@ -82,7 +83,7 @@ def restore_docs(feeds: list[Feed], slot_maps: list[dict], saved_ids, where: str
     for i, (doc_tokens, doc_id, saved) in enumerate(zip(tokens, ids, saved_ids)):
         offset = saved[4] if len(saved) > 4 else 0
         if offset >= len(doc_tokens):
-            raise ValueError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
+            raise NanodataError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
                              f"{len(doc_tokens)} tokens, not {offset}")
         restored.append((doc_tokens, doc_id, offset))
     return restored
