@@ -101,8 +101,8 @@ THREAD_WORKERS = Range(1, max(64, THREAD_WORKERS_PER_CPU * CPUS),
 
 # download
 NUM_SHARDS = Range(1, 100_000)  # fineweb-edu-100b has 1,823; the shard list is built in memory
-ATTEMPTS = Range(1, 1000)
-BACKOFF_S = Range(0, 3600, integer=False)
+ATTEMPTS = Range(1, 1000)  # beyond this a retry loop is a hang, not a policy
+BACKOFF_S = Range(0, 30, integer=False)  # the first wait between two attempts; waits double up to this
 TIMEOUT_S = Range(0, 86_400, integer=False, lo_open=True)  # socket timeouts overflow past C's range
 
 # chunk
@@ -121,7 +121,7 @@ SEED = Range(0, 2**32 - 1)
 IDLE_TIMEOUT_S = Range(0, 7 * 86_400, integer=False)
 
 # pretokenize, tokenizer train
-SHARD_TOKENS = Range(1, 1 << 31)  # one shard's uint16 buffer is held in memory
+SHARD_TOKENS = Range(1, 10**12)  # past this no machine holds the shard buffer (pretokenize also checks this one's memory)
 MIN_VOCAB = 265  # 256 bytes + the special tokens
 VOCAB_SIZE = Range(MIN_VOCAB, 1 << 20)
 MAX_CHARS = Range(1, 10**12)

@@ -17,11 +17,12 @@ import math
 from pathlib import Path
 
 from nanodata.errors import NanodataError
+from nanodata.ranges import ATTEMPTS, BACKOFF_S
 from nanodata.storage.files import commit, disk_errors, temp_name
 
 log = logging.getLogger(__name__)
 
-MAX_DELAY = 30.0  # seconds: the longest wait between two attempts
+MAX_DELAY = BACKOFF_S.hi  # seconds: the longest wait between two attempts
 RETRIED_STATUS = frozenset({408, 429})  # request timeout, rate limit; every 5xx is retried too
 
 
@@ -94,7 +95,7 @@ def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadlin
     return retry_policy(what, attempts, backoff, deadline)(fn)()
 
 
-MAX_ATTEMPTS = 1000  # beyond this a retry loop is a hang, not a policy
+MAX_ATTEMPTS = ATTEMPTS.hi  # beyond this a retry loop is a hang, not a policy
 
 
 def check_range(name: str, value, low: float, high: float = math.inf, *, above: bool = False) -> None:
