@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import Loader
 from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
 from nanodata.loader.source import DocumentSource, LoaderClosed
@@ -216,8 +217,8 @@ class _Documents:
         self.prefetch = prefetch
         self.split, self.batch_size, self.streaming, self.poll_interval = split, batch_size, streaming, poll_interval
         self.bos = tokenizer.get_bos_token_id()
-        self.encode = batch_encoder(tokenizer, self.bos, threads)
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # every thread of this loader ends when it is set (lifecycle.py)
+        self.encode = batch_encoder(tokenizer, self.bos, threads, self.stop)
         self.settings = {**loader_settings, "split": split, "streaming": streaming, "rank": self.rank,
                          "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
 
@@ -261,12 +262,16 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device, return_doc_info:
         finally:
             docs.stop.set()
 
-    return batches()
+    return Loader(batches(), docs.stop)
 
 
-def _without_state(loader):
-    for inputs, targets, _state, *extra in loader:
-        yield inputs, targets, *extra
+def _without_state(loader: Loader) -> Loader:
+    def batches():
+        with loader:
+            for inputs, targets, _state, *extra in loader:
+                yield inputs, targets, *extra
+
+    return Loader(batches(), loader.stop)
 
 
 # -- arguments ------------------------------------------------------------------------------------------------

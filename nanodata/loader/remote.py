@@ -47,6 +47,7 @@ from nanodata.dataset import (COMPLETE, MANIFEST, corpus_location, files_for_spl
                               manifest_checksums, open_parquet, parquet_fingerprint, read_manifest, read_tail,
                               read_texts, split_names)
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.storage.files import atomic_write, temp_name
 from nanodata.storage.gcs import TIMEOUT, gcs_client, list_blobs, parse_gs
 from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
@@ -141,7 +142,8 @@ class ObjectMissing(CorruptTransfer):
 class Bucket:
     """Read-only access to the objects directly under gs://bucket/prefix, every request retried."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, stop: threading.Event | None = None):
+        self.stop = stop  # set: a failed request is not retried (the loader is closing)
         self.bucket, self.prefix = parse_gs(uri)
         self.uri = f"gs://{self.bucket}/{self.prefix}".rstrip("/")
 
@@ -214,7 +216,7 @@ class Bucket:
 
     def _call(self, fn, what: str):
         try:
-            return with_retries(fn, what)
+            return with_retries(fn, what, stop=self.stop)
         except (NanodataError, CorruptTransfer):
             raise
         except Exception as exc:
@@ -258,10 +260,11 @@ class RemoteParquet:
         start = min(offset for offset in offsets if offset > 0)
         return start, start + column.total_compressed_size
 
-    def parquet_file(self, pieces: dict[int, bytes] | None = None) -> pq.ParquetFile:
-        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs."""
+    def parquet_file(self, pieces: dict[int, bytes] | None = None, stop: threading.Event | None = None) -> pq.ParquetFile:
+        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs; once `stop`
+        is set its reads fail at once (pyarrow then returns an error instead of waiting on the network)."""
         pieces = {**(pieces or {}), self.tail_start: self.tail}
-        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b))
+        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b), stop)
         return pq.ParquetFile(pa.PythonFile(reader, mode="r"), metadata=self.metadata)
 
 
@@ -278,8 +281,9 @@ def open_object(uri: str) -> RemoteParquet:
 class _PiecesFile(io.RawIOBase):
     """A random-access file of `size` bytes made of fetched pieces; a read no piece covers is fetched."""
 
-    def __init__(self, size: int, pieces: dict[int, bytes], fetch):
+    def __init__(self, size: int, pieces: dict[int, bytes], fetch, stop: threading.Event | None = None):
         self.size, self.pieces, self.fetch, self.pos = size, pieces, fetch, 0
+        self.stop = stop or threading.Event()
 
     def readable(self) -> bool:
         return True
@@ -295,6 +299,8 @@ class _PiecesFile(io.RawIOBase):
         return self.pos
 
     def readinto(self, out) -> int:
+        if self.stop.is_set() or self.closed:  # closed from outside: the loader is shutting down
+            raise OSError("nanodata loader closed: read refused")
         n = max(0, min(len(out), self.size - self.pos))
         stop = self.pos + n
         data = next((piece[self.pos - start:stop - start] for start, piece in self.pieces.items()
@@ -310,7 +316,7 @@ class BucketShards:
     """A gs:// corpus location for one reader: pinned listing, row groups by ranged reads, read-ahead, cache."""
 
     def __init__(self, uri: str, stop: threading.Event, cache: RowGroupCache | None):
-        self.bucket = Bucket(uri)
+        self.bucket = Bucket(uri, stop)
         self.cache, self.cache_location = cache, _digest(self.bucket.uri)[:16]
         self.pinned: dict[str, ObjectInfo] = {}  # parquet object -> the version this loader reads
         self.opened: dict[str, RemoteParquet] = {}
@@ -372,7 +378,10 @@ class BucketShards:
         after it, for read-ahead."""
         data = self._result(("rg", name, rg_idx), lambda: self._read_ahead(upcoming, stride))
         start, _ = handle.chunk(rg_idx)
-        return read_texts(handle.parquet_file({start: data}), self.label(name), rg_idx)
+        # on this thread only (no pyarrow pool thread calling back into Python), from a file that refuses reads
+        # once the loader stops: nothing of pyarrow is left in flight for exit to wait on
+        return read_texts(handle.parquet_file({start: data}, self.ahead.stop), self.label(name), rg_idx,
+                          use_threads=False)
 
     def _result(self, key: tuple, then=None):
         """key's fetched result: read ahead if it was, else fetched now; `then()` runs before the wait."""
@@ -477,9 +486,7 @@ class ReadAhead:
                     self.tasks.put((key, future))
             self.workers = [worker for worker in self.workers if worker.is_alive()]
             while len(self.workers) < min(self.threads, len(self.pending)) and not self.stop.is_set():
-                worker = threading.Thread(target=self._work, name="nanodata-loader-read-ahead", daemon=True)
-                worker.start()
-                self.workers.append(worker)
+                self.workers.append(start_thread(self.stop, self._work, "nanodata-loader-read-ahead"))
 
     def claim(self, key: tuple) -> Future | None:
         """The future of a wanted key, no longer kept here (so a later `want` cannot drop it), or None."""

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 
 from nanodata.dataset import COMPLETE, corpus_location
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, open_shards
 from nanodata.loader.state import FINGERPRINT
 
@@ -36,9 +37,9 @@ class LoaderClosed(Exception):
 class _Ahead:
     """Row group `key`'s texts, read and decoded by a daemon thread; texts() waits for them or re-raises its error."""
 
-    def __init__(self, key: tuple[str, int], read):
+    def __init__(self, key: tuple[str, int], read, stop: threading.Event):
         self.key, self._future = key, Future()
-        threading.Thread(target=self._run, args=(read,), name="nanodata-loader-decode", daemon=True).start()
+        start_thread(stop, self._run, "nanodata-loader-decode", (read,))
 
     def _run(self, read) -> None:
         try:
@@ -147,7 +148,8 @@ class DocumentSource:
             if following < pf.num_row_groups:  # decoded while this one is tokenized, so it never stalls the tokenizer
                 upcoming = [(name, following + self.world_size), *list(self._upcoming())[1:]]
                 self._ahead = _Ahead((name, following),
-                                     lambda: self.files.texts(name, pf, following, upcoming, self.world_size))
+                                     lambda: self.files.texts(name, pf, following, upcoming, self.world_size),
+                                     self.stop)
         return self._open_group[2]
 
     def _upcoming(self):

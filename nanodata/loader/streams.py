@@ -25,6 +25,7 @@ from collections import deque
 from operator import itemgetter
 
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.loader.packing import BestFitPacker, with_bos
 from nanodata.loader.source import LoaderClosed
 
@@ -189,7 +190,7 @@ def prefetched(items, depth: int, stop: threading.Event):
         except BaseException as exc:  # re-raised in the consumer, where the trainer can see it
             put(_Failure(exc))
 
-    threading.Thread(target=work, name="nanodata-loader-prefetch", daemon=True).start()
+    start_thread(stop, work, "nanodata-loader-prefetch")
     while True:
         try:
             item = ready.get(timeout=0.1)

@@ -69,9 +69,10 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
-def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None):
+def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None, stop=None):
     """The Retry for one operation called `what` in the logs. Make one per operation: it counts its attempts
-    (api_core's Retry itself only has a deadline), and gives up after `attempts` tries or `deadline` seconds."""
+    (api_core's Retry itself only has a deadline), and gives up after `attempts` tries or `deadline` seconds,
+    or at the first failure once `stop` (a threading.Event: a closing loader's) is set."""
     from google.api_core.retry import Retry
 
     failures = 0
@@ -79,7 +80,7 @@ def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: f
     def retryable(exc: Exception) -> bool:
         nonlocal failures
         failures += 1
-        return failures < attempts and is_transient(exc)
+        return failures < attempts and is_transient(exc) and not (stop is not None and stop.is_set())
 
     def log_retry(exc: Exception) -> None:
         # Retry draws the jittered wait after this call: log its ceiling, the wait is uniform in [0, ceiling]
@@ -90,9 +91,9 @@ def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: f
                  on_error=log_retry)
 
 
-def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None):
+def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None, stop=None):
     """fn() under the one retry policy; raises fn's last error (or api_core's RetryError past the deadline)."""
-    return retry_policy(what, attempts, backoff, deadline)(fn)()
+    return retry_policy(what, attempts, backoff, deadline, stop)(fn)()
 
 
 MAX_ATTEMPTS = ATTEMPTS.hi  # beyond this a retry loop is a hang, not a policy
