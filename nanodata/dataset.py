@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
-from nanodata.errors import NanodataError
+from nanodata.errors import NanodataError, check_path
 
 MANIFEST = "manifest.json"
 COMPLETE = "_COMPLETE"
@@ -31,6 +31,7 @@ def corpus_location(data_dir: str | os.PathLike | None = None) -> Path | str:
     None: $NANODATA_DATA_DIR (which may be gs:// too), else ~/.cache/nanodata/base_data."""
     from nanodata.storage import parse_gs
 
+    check_path("data_dir", data_dir, allow_none=True)
     data_dir = os.fspath(data_dir if data_dir is not None else os.environ.get("NANODATA_DATA_DIR", DEFAULT_DATA_DIR))
     gs = parse_gs(data_dir)
     if gs is None:

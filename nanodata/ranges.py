@@ -43,7 +43,7 @@ class Range:
     def contains(self, value) -> bool:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
-        if self.integer and not (isinstance(value, int) or (math.isfinite(value) and value == int(value))):
+        if self.integer and not isinstance(value, int):  # 2.0 is a float: a caller mixing them up is told
             return False
         if not math.isfinite(value):
             return False
@@ -127,6 +127,18 @@ VOCAB_SIZE = Range(MIN_VOCAB, 1 << 20)
 MAX_CHARS = Range(1, 10**12)
 DOC_CAP = Range(1, 1 << 30)
 
+# the loaders (trainer-facing keyword arguments; each sizes a buffer, a thread count or a wait)
+BATCH_ROWS = Range(1, 1 << 20)  # B
+SEQ_LEN = Range(1, 1 << 24)  # T
+BUFFER_DOCS = Range(1, 10**7)  # buffer_size
+TOKENIZER_BATCH = Range(1, 1 << 20)  # tokenizer_batch_size: docs per slice
+LOADER_THREADS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS),
+                       why=f"{PROCESS_WORKERS_PER_CPU} threads per CPU, {CPUS} CPUs here, at least 8")
+LOGICAL_STREAMS = Range(1, 1 << 16)
+WORLD_SIZE = Range(1, 1 << 20)
+PREFETCH = Range(0, 1024)  # batches kept ready
+CACHE_BYTES = Range(0, 1 << 50)
+
 # sync
-POLL_INTERVAL_S = Range(0, 86_400, integer=False, lo_open=True)
+POLL_INTERVAL_S = Range(0, 86_400, integer=False, lo_open=True)  # sync --poll-interval, a streaming loader's
 DEADLINE_S = Range(0, 30 * 86_400, integer=False, lo_open=True)

@@ -24,7 +24,7 @@ from operator import itemgetter
 import numpy as np
 import torch
 
-from nanodata.errors import NanodataError
+from nanodata.errors import NanodataError, check_path
 from nanodata.loader.lifecycle import Loader
 from nanodata.loader.packing import CROP_POLICIES, BestFitPacker
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
@@ -32,6 +32,8 @@ from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
 from nanodata.loader.tokenize import batch_encoder
+from nanodata.ranges import (BATCH_ROWS, BUFFER_DOCS, CACHE_BYTES, LOADER_THREADS, LOGICAL_STREAMS, POLL_INTERVAL_S,
+                             PREFETCH, SEQ_LEN, TOKENIZER_BATCH, WORLD_SIZE)
 
 
 def tokenizing_distributed_data_loader_with_state_bos_bestfit(
@@ -50,11 +52,11 @@ def tokenizing_distributed_data_loader_with_state_bos_bestfit(
 
     data_dir (and each source's) may be gs://bucket/prefix, read in place; cache_dir keeps up to cache_bytes of
     the row groups fetched from a bucket on local disk (nanodata.loader.remote)."""
-    _check_positive(B=B, T=T, buffer_size=buffer_size)
+    _check(B=(B, BATCH_ROWS), T=(T, SEQ_LEN), buffer_size=(buffer_size, BUFFER_DOCS))
     if crop not in CROP_POLICIES:
         raise NanodataError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
     if logical_streams is not None:
-        _check_positive(logical_streams=logical_streams)
+        _check(logical_streams=(logical_streams, LOGICAL_STREAMS))
     data_dirs, weights = _check_sources(data_dir, sources)
     settings = {"loader": "bestfit", "B": B, "T": T, "buffer_size": buffer_size, "crop": crop,
                 "tokenizer_batch_size": tokenizer_batch_size}
@@ -78,7 +80,7 @@ def tokenizing_distributed_data_loader_with_state(
     cut into windows of B*T+1 tokens; a window's last token is the next window's first input. Nothing is
     cropped; rows may start mid-document. Yields (inputs, targets, state_dict[, doc_info]). It resumes at the
     world size it was saved at (one state, or the list of all ranks' states)."""
-    _check_positive(B=B, T=T)
+    _check(B=(B, BATCH_ROWS), T=(T, SEQ_LEN))
     docs = _Documents(tokenizer, split, rank, world_size, tokenizer_threads, tokenizer_batch_size, streaming,
                       poll_interval, prefetch, {"loader": "concat", "B": B, "T": T},
                       {"cache_dir": cache_dir, "cache_bytes": cache_bytes})
@@ -206,11 +208,13 @@ class _Documents:
                  loader_settings: dict, files: dict):
         if split not in ("train", "val"):
             raise NanodataError(f"split must be 'train' or 'val', not {split!r}")
-        _check_positive(tokenizer_threads=threads, tokenizer_batch_size=batch_size)
-        if not isinstance(prefetch, int) or prefetch < 0:
-            raise NanodataError(f"prefetch must be an integer >= 0, not {prefetch!r}")
-        if poll_interval <= 0:
-            raise NanodataError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
+        _check(tokenizer_threads=(threads, LOADER_THREADS), tokenizer_batch_size=(batch_size, TOKENIZER_BATCH),
+               prefetch=(prefetch, PREFETCH), poll_interval=(poll_interval, POLL_INTERVAL_S),
+               cache_bytes=(files["cache_bytes"], CACHE_BYTES))
+        if not callable(getattr(tokenizer, "get_bos_token_id", None)) or not callable(getattr(tokenizer, "encode", None)):
+            raise NanodataError(f"tokenizer must be a tokenizer object (nanodata.tokenizer.load(NAME), or one with "
+                                f"get_bos_token_id() and encode()), not {tokenizer!r}")
+        check_path("cache_dir", files["cache_dir"], allow_none=True)
         check_cache_args(**files)
         self.files = files
         self.rank, self.world_size = resolve_rank(rank, world_size)
@@ -289,15 +293,14 @@ def _check_sources(data_dir, sources) -> tuple[list, list[float] | None]:
         weight = source["weight"]
         if type(weight) not in (int, float) or not 0 < weight < math.inf:
             raise NanodataError(f"sources[{i}]['weight'] must be a number > 0, not {weight!r}")
-        if not isinstance(source["data_dir"], (str, os.PathLike)):
-            raise NanodataError(f"sources[{i}]['data_dir'] must be a path, not {source['data_dir']!r}")
+        check_path(f"sources[{i}]['data_dir']", source["data_dir"])
     return [source["data_dir"] for source in sources], [float(source["weight"]) for source in sources]
 
 
-def _check_positive(**values) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise NanodataError(f"{name} must be an integer >= 1, not {value!r}")
+def _check(**values) -> None:
+    """name=(value, Range) for each argument: one line naming the first one out of its range."""
+    for name, (value, allowed) in values.items():
+        allowed.check(name, value)
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -309,7 +312,8 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
             found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
         rank = found[0] if rank is None else rank
         world_size = found[1] if world_size is None else world_size
-    if world_size < 1 or not 0 <= rank < world_size:
+    WORLD_SIZE.check("world_size", world_size)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise NanodataError(f"rank must be in [0, world_size); got rank={rank}, world_size={world_size}")
     return rank, world_size
 
