@@ -27,6 +27,7 @@ from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.dataset import COMPLETE, MANIFEST
 from nanodata.jobs import MAX_MAPPED_TASKS
+from nanodata.ranges import PARTITION_MB
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
 from nanodata.storage import fetch_dir, is_gcs, join_uri as join, put_dir, read_json, write_json
 
@@ -68,10 +69,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
     nothing written. A complete build that latest.json does not point at (inputs reverted to an
     earlier state) goes through the steps again, which find their outputs and only re-publish.
     """
-    if partition_mb <= 0:
-        from nanodata.errors import NanodataError
-
-        raise NanodataError(f"partition_mb {partition_mb}: must be > 0")
+    PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
     inputs = list_inputs(source)
     key = build_key(inputs, params)
     stage = stage_uri(dest, key, partition_mb)
