@@ -54,7 +54,7 @@ class Range:
     def check(self, name: str, value):
         """`value` if it is in range, else a NanodataError naming `name` (e.g. "--workers")."""
         if not self.contains(value):
-            raise NanodataError(f"{name} {value!r}: must be {self.describe()}")
+            raise NanodataError(f"{name} must be {self.describe()}, not {value!r}")
         return int(value) if self.integer else float(value)
 
     def parse(self, text: str):

@@ -312,9 +312,10 @@ def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
             found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
         rank = found[0] if rank is None else rank
         world_size = found[1] if world_size is None else world_size
-    WORLD_SIZE.check("world_size", world_size)
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise NanodataError(f"rank must be in [0, world_size); got rank={rank}, world_size={world_size}")
+    if (not WORLD_SIZE.contains(world_size) or isinstance(rank, bool) or not isinstance(rank, int)
+            or not 0 <= rank < world_size):
+        raise NanodataError(f"rank must be in [0, world_size), world_size in [1, {WORLD_SIZE.hi}]; got rank={rank!r}, "
+                            f"world_size={world_size!r}")
     return rank, world_size
 
 

@@ -188,7 +188,7 @@ def test_every_argument_is_checked_before_any_work(corpus_dir, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(NanodataError, match=f"--out {taken / 'sub'}: {taken} is not a directory"):
         pretokenize(corpus_dir, "cl100k_base", taken / "sub", progress=False)
-    with pytest.raises(NanodataError, match=r"--workers 100000: must be a whole number >= 1 and <= \d+ \(4 processes per CPU"):
+    with pytest.raises(NanodataError, match=r"--workers must be a whole number >= 1 and <= \d+ \(4 processes per CPU.*, not 100000"):
         pretokenize(corpus_dir, "cl100k_base", out, workers=100_000, progress=False)
     with pytest.raises(NanodataError, match="--shard-tokens 100000000000: one shard buffer is .* GiB of uint32, "
                                             "more than this machine's"):
