@@ -131,16 +131,3 @@ def test_library_entry_points_use_the_same_ranges(tmp_path):
         check_max_tokens(10**20)
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
 
-
-def test_dag_params_carry_the_cli_ranges():
-    """The Airflow forms bound the same numbers as the flags (read from the DAG files, no Airflow needed)."""
-    from pathlib import Path
-
-    dags = Path(__file__).parents[2] / "dags"
-    for name, ranges in {"nanodata_fineweb_download.py": ["NUM_SHARDS", "THREAD_WORKERS"],
-                         "nanodata_pretokenize.py": ["SHARD_TOKENS", "PROCESS_WORKERS"],
-                         "nanodata_tokenizer.py": ["VOCAB_SIZE", "MAX_CHARS"],
-                         "nanodata_cpp_corpus.py": ["MAX_TOKENS", "ROWS_PER_FILE", "PARTITION_MB.hi"]}.items():
-        text = (dags / name).read_text()
-        for r in ranges:
-            assert (f"**{r}.param()" if "." not in r else r) in text, (name, r)
