@@ -107,7 +107,9 @@ def run_once(bucket: Bucket, case: str, phase: str, seed: int) -> Outcome:
     emulator = GcsEmulator(root=bucket.root / "emulator").start()
     stderr = tempfile.TemporaryFile()
     child_env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.host, "GOOGLE_CLOUD_PROJECT": "nanodata-test",
-                 "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
+                 # NANODATA_FAULT_CODE: another checkout's root, to measure that version of the loader the same way
+                 "PYTHONPATH": os.pathsep.join([os.environ.get("NANODATA_FAULT_CODE", str(HERE.parents[1])),
+                                                os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen([sys.executable, str(HERE / "gcs_exit_child.py"), bucket.uri, case, phase,
                               str(bucket.state_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=stderr, env=child_env, text=True)
@@ -148,10 +150,10 @@ def run_once(bucket: Bucket, case: str, phase: str, seed: int) -> Outcome:
     return Outcome(case, phase, seed, status, exit_s, stderr.read().decode(errors="replace"))
 
 
-def run_suite(bucket: Bucket, runs_per_case: int, seed: int = 0, report=print) -> list[Outcome]:
+def run_suite(bucket: Bucket, runs_per_case: int, seed: int = 0, report=print, cases=CASES) -> list[Outcome]:
     """runs_per_case runs of each case, spread evenly over the phases; seeds derived from `seed`."""
     outcomes = []
-    for case in CASES:
+    for case in cases:
         for i in range(runs_per_case):
             phase = PHASES[i % len(PHASES)]
             outcome = run_once(bucket, case, phase, seed * 100_000 + CASES.index(case) * 1000 + i)
@@ -173,6 +175,7 @@ def figures(outcomes: list[Outcome]) -> str:
 if __name__ == "__main__":
     runs, seed = int(sys.argv[1]) if len(sys.argv) > 1 else 32, int(sys.argv[2]) if len(sys.argv) > 2 else 0
     with tempfile.TemporaryDirectory(prefix="nanodata-shutdown-") as tmp:
-        results = run_suite(Bucket(Path(tmp)), runs, seed)
+        cases = os.environ.get("NANODATA_FAULT_CASES", ",".join(CASES)).split(",")
+        results = run_suite(Bucket(Path(tmp)), runs, seed, cases=cases)
     print(figures(results))
     sys.exit(0 if all(o.ok for o in results) else 1)
