@@ -112,13 +112,13 @@ class DocumentSource:
                 files[slot] = self.files.parquet(name)
             if rg_idx >= files[slot].num_row_groups:
                 raise NanodataError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
-                                 f"{files[slot].num_row_groups}")
+                                    f"{files[slot].num_row_groups}")
             if (slot, rg_idx) not in groups:
                 groups[slot, rg_idx] = self.files.texts(name, files[slot], rg_idx)
             rows = groups[slot, rg_idx]
             if row >= len(rows):
                 raise NanodataError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
-                                 f"{len(rows)} rows")
+                                    f"{len(rows)} rows")
             texts.append(rows[row])
         return texts
 
@@ -230,7 +230,7 @@ class DocumentSource:
         if name is not None and (self.file_idx >= len(self.pass_files) or self.pass_files[self.file_idx] != name):
             if name not in self.pass_files:
                 raise NanodataError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
-                                 f"{reprlib.repr(self.pass_files)}")
+                                    f"{reprlib.repr(self.pass_files)}")
             self.file_idx = self.pass_files.index(name)
         return {slot: self.slot(name) for slot, name, *_ in state["files"]}
 
@@ -239,7 +239,7 @@ class DocumentSource:
         for name in names:
             if name not in known:
                 raise NanodataError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
-                                 f"{self.data_dir}")
+                                    f"{self.data_dir}")
 
     def _check_unchanged(self, name: str, recorded: list) -> None:
         path = self.files.label(name)
@@ -248,7 +248,7 @@ class DocumentSource:
         for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
             if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
                 raise NanodataError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
-                                 f"is {now!r}")
+                                    f"is {now!r}")
 
     def fingerprint(self, name: str) -> list:
         """[bytes, footer digest, crc32c] of a file, taken the first time it is asked for. crc32c: a local file's from

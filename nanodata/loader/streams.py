@@ -85,7 +85,7 @@ def restore_docs(feeds: list[Feed], slot_maps: list[dict], saved_ids, where: str
         offset = saved[4] if len(saved) > 4 else 0
         if offset >= len(doc_tokens):
             raise NanodataError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
-                             f"{len(doc_tokens)} tokens, not {offset}")
+                                f"{len(doc_tokens)} tokens, not {offset}")
         restored.append((doc_tokens, doc_id, offset))
     return restored
 
