@@ -48,7 +48,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
-    args = build_parser(command).parse_args(argv)
+    try:
+        args = build_parser(command).parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed in one line: the same status either way
+        return exc.code
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     module = importlib.import_module(COMMANDS[args.command][0])
