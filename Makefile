@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test demo bench lock clean setup-xla test-xla bench-xla lock-xla
+.PHONY: setup test faults demo bench lock clean setup-xla test-xla bench-xla lock-xla
 
 setup: $(STAMP)
 
@@ -32,6 +32,14 @@ $(CHROMIUM):
 
 test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q tests
+
+# The shutdown fault suite at full count: 32 runs per loader case (not closed, closed, context manager) over the
+# kill points (first read, mid-iteration, resume, before exit); prints runs, hangs, aborts and the worst exit time.
+# make test runs one per case and kill point (tests/loader/test_gcs_loader_shutdown.py). FAULT_RUNS, FAULT_SEED.
+FAULT_RUNS ?= 32
+FAULT_SEED ?= 0
+faults: $(STAMP)
+	$(PY) tests/loader/gcs_exit.py $(FAULT_RUNS) $(FAULT_SEED)
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py

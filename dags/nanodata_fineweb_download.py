@@ -12,6 +12,8 @@ from __future__ import annotations
 from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, check_uris, uri_param
 from airflow.sdk import Param, dag, task
 
+from nanodata.ranges import NUM_SHARDS, THREAD_WORKERS  # the CLI's ranges (a light module)
+
 BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with `workers` threads
 
 
@@ -26,9 +28,9 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
                           type="string", minLength=1, title="Base URL",
                           description="An http:// or https:// URL; shards are fetched from "
                                       "BASE_URL/shard_00000.parquet, ..."),
-        "num_shards": Param(8, type="integer", minimum=1, maximum=100000, title="Shards",
+        "num_shards": Param(8, type="integer", **NUM_SHARDS.param(), title="Shards",
                             description="Download shards 0 .. num_shards-1 (nanochat: the last is val)."),
-        "workers": Param(4, type="integer", minimum=1, maximum=32, title="Threads per task",
+        "workers": Param(4, type="integer", **THREAD_WORKERS.param(), title="Threads per task",
                          description="Parallel downloads inside each mapped task."),
         "destination": uri_param(FINEWEB_DEST, "Destination", "Where the shards and _COMPLETE are written."),
     },

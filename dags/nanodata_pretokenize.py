@@ -11,6 +11,8 @@ from __future__ import annotations
 from _common import CPP_DEST, DAG_DEFAULTS, TOKEN_SHARDS, check_uris, event_extras, optional_uri_param, uri_param
 from airflow.sdk import Param, dag, task
 
+from nanodata.ranges import PROCESS_WORKERS, SHARD_TOKENS  # the CLI's ranges (a light module)
+
 
 @dag(
     dag_id="nanodata_pretokenize",
@@ -25,9 +27,9 @@ from airflow.sdk import Param, dag, task
                                                                  "corpus is given."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="A tiktoken name, or the URI of a tokenizer trained by nanodata_tokenizer."),
-        "shard_tokens": Param(100_000_000, type="integer", minimum=1, title="Tokens per shard",
+        "shard_tokens": Param(100_000_000, type="integer", **SHARD_TOKENS.param(), title="Tokens per shard",
                               description="Every shard but the last holds exactly this many tokens."),
-        "workers": Param(2, type="integer", minimum=1, maximum=64, title="Worker processes",
+        "workers": Param(2, type="integer", **PROCESS_WORKERS.param(), title="Worker processes",
                          description="Tokenizer processes; the output is identical for any count."),
     },
 )

@@ -15,6 +15,8 @@ from _common import (CPP_CORPUS, CPP_DEST, DAG_DEFAULTS, TOKENIZER, check_uris, 
                      uri_param)
 from airflow.sdk import Param, dag, task
 
+from nanodata.ranges import MAX_CHARS, VOCAB_SIZE  # the CLI's ranges (a light module)
+
 
 @dag(
     dag_id="nanodata_tokenizer",
@@ -27,9 +29,9 @@ from airflow.sdk import Param, dag, task
                                                "triggering Asset event's corpus, else DESTINATION/latest.json."),
         "destination": uri_param(CPP_DEST, "Corpus destination", "Where latest.json is looked up when no "
                                                                  "corpus is given."),
-        "vocab_size": Param(32768, type="integer", minimum=265, maximum=1048576, title="Vocabulary size",
+        "vocab_size": Param(32768, type="integer", **VOCAB_SIZE.param(), title="Vocabulary size",
                             description="Tokens in the trained vocabulary, 256 bytes and 9 special tokens included."),
-        "max_chars": Param(2_000_000_000, type="integer", minimum=1, title="Max training characters",
+        "max_chars": Param(2_000_000_000, type="integer", **MAX_CHARS.param(), title="Max training characters",
                            description="Stop reading the corpus after this many characters."),
     },
 )

@@ -26,8 +26,16 @@ COMMANDS = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one line (`nanodata CMD: error: argument --x: ...`) and exit 2, as our own errors:
+    argparse's usage block above it would bury the line that names the flag, the value and its range."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nanodata", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="nanodata", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
@@ -40,7 +48,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
-    args = build_parser(command).parse_args(argv)
+    try:
+        args = build_parser(command).parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed in one line: the same status either way
+        return exc.code
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     module = importlib.import_module(COMMANDS[args.command][0])

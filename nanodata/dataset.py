@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nanodata.corpus.layout import MANIFEST, Manifest, is_parquet_name, split_names
-from nanodata.errors import NanodataError
+from nanodata.errors import NanodataError, check_path
 from nanodata.storage.gcs import Bucket, ObjectInfo, parse_gs
 from nanodata.storage.uri import read_bytes
 
@@ -30,6 +31,7 @@ def default_data_dir() -> Path:
 def corpus_location(data_dir: str | os.PathLike | None = None) -> Path | str:
     """A local directory as a Path; gs://bucket/prefix as the str 'gs://bucket/prefix' (no trailing slash).
     None: $NANODATA_DATA_DIR (which may be gs:// too), else ~/.cache/nanodata/base_data."""
+    check_path("data_dir", data_dir, allow_none=True)
     data_dir = os.fspath(data_dir if data_dir is not None else os.environ.get("NANODATA_DATA_DIR", DEFAULT_DATA_DIR))
     gs = parse_gs(data_dir)
     if gs is None:
@@ -194,10 +196,11 @@ class RemoteParquet:
         start = min(offset for offset in offsets if offset > 0)
         return start, start + column.total_compressed_size
 
-    def parquet_file(self, pieces: dict[int, bytes] | None = None) -> pq.ParquetFile:
-        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs."""
+    def parquet_file(self, pieces: dict[int, bytes] | None = None, stop: threading.Event | None = None) -> pq.ParquetFile:
+        """A ParquetFile reading the pieces {start: bytes} already fetched, the tail, else ranged GETs; once `stop`
+        is set its reads fail at once (pyarrow then returns an error instead of waiting on the network)."""
         pieces = {**(pieces or {}), self.tail_start: self.tail}
-        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b))
+        reader = _PiecesFile(self.info.size, pieces, lambda a, b: self.bucket.read(self.name, self.info, a, b), stop)
         return pq.ParquetFile(pa.PythonFile(reader, mode="r"), metadata=self.metadata)
 
 
@@ -214,8 +217,9 @@ def open_object(uri: str) -> RemoteParquet:
 class _PiecesFile(io.RawIOBase):
     """A random-access file of `size` bytes made of fetched pieces; a read no piece covers is fetched."""
 
-    def __init__(self, size: int, pieces: dict[int, bytes], fetch):
+    def __init__(self, size: int, pieces: dict[int, bytes], fetch, stop: threading.Event | None = None):
         self.size, self.pieces, self.fetch, self.pos = size, pieces, fetch, 0
+        self.stop = stop or threading.Event()
 
     def readable(self) -> bool:
         return True
@@ -231,6 +235,8 @@ class _PiecesFile(io.RawIOBase):
         return self.pos
 
     def readinto(self, out) -> int:
+        if self.stop.is_set() or self.closed:  # closed from outside: the reader is shutting down
+            raise OSError("nanodata reader closed: read refused")
         n = max(0, min(len(out), self.size - self.pos))
         stop = self.pos + n
         data = next((piece[self.pos - start:stop - start] for start, piece in self.pieces.items()

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nanodata.errors import NanodataError
+from nanodata.errors import NanodataError, check_path
+from nanodata.ranges import BATCH_ROWS, SEQ_LEN, WORLD_SIZE
 from nanodata.token_shards import SHARD_FILE, committed_meta
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,11 @@ class DataLoaderLite:
                  data_root: str | os.PathLike, verify: bool = False):
         if split not in ("train", "val"):
             raise NanodataError(f"split must be 'train' or 'val', not {split!r}")
-        if B < 1 or T < 1 or num_processes < 1 or not 0 <= process_rank < num_processes:
+        BATCH_ROWS.check("B", B)
+        SEQ_LEN.check("T", T)
+        WORLD_SIZE.check("num_processes", num_processes)
+        check_path("data_root", data_root)
+        if isinstance(process_rank, bool) or not isinstance(process_rank, int) or not 0 <= process_rank < num_processes:
             raise NanodataError(f"need B, T, num_processes >= 1 and 0 <= process_rank < num_processes; "
                                 f"got B={B} T={T} process_rank={process_rank} num_processes={num_processes}")
         self.B, self.T = B, T

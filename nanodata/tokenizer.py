@@ -166,6 +166,8 @@ def _load_tiktoken(name: str) -> Tokenizer:
 @lru_cache(maxsize=8)
 def load(spec: str | os.PathLike = "cl100k_base") -> Tokenizer:
     """Load a tokenizer from a directory written by `nanodata tokenizer train` or a tiktoken name."""
+    if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec):
+        raise NanodataError(f"tokenizer must be a tiktoken name or a tokenizer directory, not {spec!r}")
     path = Path(spec)
     if path.is_dir():
         return _load_dir(path)

@@ -1,8 +1,20 @@
 """Shared fixtures. Fixture modules of each area are registered here as plugins."""
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from corpus import write_corpus
+
+# Property tests are derandomized everywhere: an example found at random would otherwise fail one run in many,
+# in CI as anywhere. Found examples are kept as explicit @example where they were found. Under CI there is no
+# per-example deadline (a busy 2-core machine makes timings noise) and a modest count keeps the suite in budget.
+# A test's own @settings(max_examples=...) still wins for that test. HYPOTHESIS_PROFILE picks another profile.
+settings.register_profile("nanodata-dev", derandomize=True, max_examples=100, print_blob=True)
+settings.register_profile("nanodata-ci", derandomize=True, deadline=None, max_examples=50, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
+                      or ("nanodata-ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "nanodata-dev"))
 
 pytest_plugins = ["gcs_emulator"]
 

@@ -29,6 +29,7 @@ from nanodata.errors import NanodataError
 from nanodata.storage.retry import check_range, check_retry_args, one_line, with_retries
 from nanodata.storage.sides import Entry, GcsSide, LocalSide, open_side, safe_relative_name
 from nanodata.storage.uri import is_gcs, read_bytes
+from nanodata.ranges import flag, ATTEMPTS, BACKOFF_S, DEADLINE_S, POLL_INTERVAL_S, THREAD_WORKERS
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def check_sync_args(src, dst, workers, watch, poll_interval, attempts, backoff, 
                             + (" (it is a file)" if src_side.root.exists() else ""))
     if isinstance(dst_side, LocalSide) and dst_side.root.exists() and not dst_side.root.is_dir():
         raise NanodataError(f"{dst}: destination is a file, not a directory")
-    check_range("--workers", workers, 1)
+    THREAD_WORKERS.check("--workers", workers)
     check_range("--poll-interval", poll_interval, 0, above=True)
     check_retry_args(attempts, backoff, deadline)
 
@@ -219,19 +220,19 @@ def configure_parser(parser) -> None:
                           "STORAGE_EMULATOR_HOST to talk to an emulator; otherwise application-default credentials.")
     parser.add_argument("src", metavar="SRC", help="local directory or gs://bucket/prefix")
     parser.add_argument("dst", metavar="DST", help="local directory or gs://bucket/prefix")
-    parser.add_argument("--workers", type=int, default=8, help="parallel transfers (default: 8)")
+    parser.add_argument("--workers", type=flag(THREAD_WORKERS), default=8, help="parallel transfers (default: 8)")
     parser.add_argument("--watch", action="store_true",
                         help="keep syncing new files until the source's _COMPLETE has been copied")
     parser.add_argument("--delete", action="store_true",
                         help="delete destination files that are not in the source (never done otherwise)")
-    parser.add_argument("--poll-interval", type=float, default=5.0,
+    parser.add_argument("--poll-interval", type=flag(POLL_INTERVAL_S), default=5.0,
                         help="seconds between listings in --watch mode (default: 5)")
-    parser.add_argument("--attempts", type=int, default=5,
+    parser.add_argument("--attempts", type=flag(ATTEMPTS), default=5,
                         help="tries per file on 408/429/5xx/dropped connections/corrupt transfers (default: 5)")
-    parser.add_argument("--backoff", type=float, default=0.5,
+    parser.add_argument("--backoff", type=flag(BACKOFF_S), default=0.5,
                         help="seconds the first retry waits at most, doubling per retry up to 30, randomized "
                              "(default: 0.5)")
-    parser.add_argument("--deadline", type=float, default=None,
+    parser.add_argument("--deadline", type=flag(DEADLINE_S), default=None,
                         help="seconds after which a file is no longer retried (default: no limit)")
 
 

@@ -32,6 +32,7 @@ from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
 from nanodata.jobs import MAX_MAPPED_TASKS, tail
+from nanodata.ranges import PARTITION_MB
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
 from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
 
@@ -71,10 +72,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PAR
     nothing written. A complete build that latest.json does not point at (inputs reverted to an
     earlier state) goes through the steps again, which find their outputs and only re-publish.
     """
-    if partition_mb <= 0:
-        from nanodata.errors import NanodataError
-
-        raise NanodataError(f"partition_mb {partition_mb}: must be > 0")
+    PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
     started = time.perf_counter()
     inputs = list_inputs(source)
     key = build_key(inputs, params)

@@ -1,7 +1,8 @@
 """The loaders' settings as one frozen, keyword-only config, checked once in __post_init__ (as torchtitan's data
 configs are). The runtime objects (tokenizer, device, a resume state) are not settings: they are passed beside it.
 
-The nanochat-compatible functions in loader.py build a LoaderConfig from their keyword arguments, so upstream
+A bad setting is one NanodataError (a ValueError) naming it. The nanochat-compatible functions in loader.py build a
+LoaderConfig from their keyword arguments, so upstream
 training scripts work unchanged; new code can build one config and pass it around.
 """
 
@@ -11,8 +12,11 @@ import math
 import os
 from dataclasses import dataclass
 
+from nanodata.errors import NanodataError, check_path
 from nanodata.loader.packing import CROP_POLICIES
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
+from nanodata.ranges import (BATCH_ROWS, BUFFER_DOCS, CACHE_BYTES, LOADER_THREADS, LOGICAL_STREAMS,
+                             POLL_INTERVAL_S, PREFETCH, SEQ_LEN, TOKENIZER_BATCH)
 
 SPLITS = ("train", "val")
 
@@ -28,12 +32,11 @@ class Source:
         if isinstance(obj, Source):
             return obj
         if not isinstance(obj, dict) or set(obj) != {"data_dir", "weight"}:
-            raise ValueError(f"{where} must be a dict with exactly the keys data_dir and weight, not {obj!r}")
+            raise NanodataError(f"{where} must be a dict with exactly the keys data_dir and weight, not {obj!r}")
         weight = obj["weight"]
         if type(weight) not in (int, float) or not 0 < weight < math.inf:
-            raise ValueError(f"{where}['weight'] must be a number > 0, not {weight!r}")
-        if not isinstance(obj["data_dir"], (str, os.PathLike)):
-            raise ValueError(f"{where}['data_dir'] must be a path, not {obj['data_dir']!r}")
+            raise NanodataError(f"{where}['weight'] must be a number > 0, not {weight!r}")
+        check_path(f"{where}['data_dir']", obj["data_dir"])
         return cls(data_dir=obj["data_dir"], weight=float(weight))
 
 
@@ -64,26 +67,28 @@ class LoaderConfig:
     cache_bytes: int = DEFAULT_CACHE_BYTES
 
     def __post_init__(self):
-        _check_positive(B=self.B, T=self.T, buffer_size=self.buffer_size, tokenizer_threads=self.tokenizer_threads,
-                        tokenizer_batch_size=self.tokenizer_batch_size)
-        if self.split not in SPLITS:
-            raise ValueError(f"split must be 'train' or 'val', not {self.split!r}")
-        if self.crop not in CROP_POLICIES:
-            raise ValueError(f"crop must be one of {CROP_POLICIES}, not {self.crop!r}")
+        """Every setting in its range (nanodata.ranges, the one table the CLI and DAG Params share too)."""
+        for name, allowed in (("B", BATCH_ROWS), ("T", SEQ_LEN), ("buffer_size", BUFFER_DOCS),
+                              ("tokenizer_threads", LOADER_THREADS), ("tokenizer_batch_size", TOKENIZER_BATCH),
+                              ("prefetch", PREFETCH), ("poll_interval", POLL_INTERVAL_S),
+                              ("cache_bytes", CACHE_BYTES)):
+            allowed.check(name, getattr(self, name))
         if self.logical_streams is not None:
-            _check_positive(logical_streams=self.logical_streams)
+            LOGICAL_STREAMS.check("logical_streams", self.logical_streams)
+        if self.split not in SPLITS:
+            raise NanodataError(f"split must be 'train' or 'val', not {self.split!r}")
+        if self.crop not in CROP_POLICIES:
+            raise NanodataError(f"crop must be one of {CROP_POLICIES}, not {self.crop!r}")
+        check_path("data_dir", self.data_dir, allow_none=True)
+        check_path("cache_dir", self.cache_dir, allow_none=True)
         if self.sources is not None:
             if self.data_dir is not None:
-                raise ValueError("pass data_dir or sources, not both")
+                raise NanodataError("pass data_dir or sources, not both")
             if not isinstance(self.sources, (list, tuple)) or not self.sources:
-                raise ValueError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, "
-                                 f"not {self.sources!r}")
+                raise NanodataError(f"sources must be a non-empty list of {{'data_dir': ..., 'weight': ...}}, "
+                                    f"not {self.sources!r}")
             object.__setattr__(self, "sources", tuple(Source.parse(s, f"sources[{i}]")
                                                       for i, s in enumerate(self.sources)))
-        if isinstance(self.prefetch, bool) or not isinstance(self.prefetch, int) or self.prefetch < 0:
-            raise ValueError(f"prefetch must be an integer >= 0, not {self.prefetch!r}")
-        if not (isinstance(self.poll_interval, (int, float)) and 0 < self.poll_interval < math.inf):
-            raise ValueError(f"poll_interval must be > 0 seconds, not {self.poll_interval!r}")
         check_cache_args(self.cache_dir, self.cache_bytes)
 
     @property
@@ -100,9 +105,3 @@ class LoaderConfig:
     def files(self) -> dict:
         """How sources reach a bucket's files."""
         return {"cache_dir": self.cache_dir, "cache_bytes": self.cache_bytes}
-
-
-def _check_positive(**values) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")

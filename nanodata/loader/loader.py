@@ -27,12 +27,14 @@ import torch
 
 from nanodata.errors import NanodataError
 from nanodata.loader.config import LoaderConfig
+from nanodata.loader.lifecycle import Loader
 from nanodata.loader.packing import BestFitPacker
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES
 from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
 from nanodata.loader.tokenize import batch_encoder
+from nanodata.ranges import (WORLD_SIZE)
 
 
 def bestfit_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_state_dict=None):
@@ -62,7 +64,7 @@ def concat_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_stat
     world size it was saved at (one state, or the list of all ranks' states). One data_dir: no mixtures."""
     c = config
     if c.sources is not None or c.logical_streams is not None:
-        raise ValueError("sources and logical_streams are settings of the best-fit loader, not the concatenating one")
+        raise NanodataError("sources and logical_streams are settings of the best-fit loader, not the concatenating one")
     device = resolve_device(device)
     docs = _Documents(tokenizer, c, {"loader": "concat", "B": c.B, "T": c.T}, device)
     plan = plan_resume(resume_state_dict, docs.settings)
@@ -221,14 +223,17 @@ class _Documents:
     files (cache_dir, cache_bytes); `device` (resolved) decides where a default rank and world size come from."""
 
     def __init__(self, tokenizer, config: LoaderConfig, loader_settings: dict, device: torch.device):
+        if not callable(getattr(tokenizer, "get_bos_token_id", None)) or not callable(getattr(tokenizer, "encode", None)):
+            raise NanodataError(f"tokenizer must be a tokenizer object (nanodata.tokenizer.load(NAME), or one with "
+                                f"get_bos_token_id() and encode()), not {tokenizer!r}")
         self.files = config.files
         self.rank, self.world_size = resolve_rank(config.rank, config.world_size, device)
         self.prefetch = config.prefetch
         self.split, self.batch_size = config.split, config.tokenizer_batch_size
         self.streaming, self.poll_interval = config.streaming, config.poll_interval
         self.bos = tokenizer.get_bos_token_id()
-        self.encode = batch_encoder(tokenizer, self.bos, config.tokenizer_threads)
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # every thread of this loader ends when it is set (lifecycle.py)
+        self.encode = batch_encoder(tokenizer, self.bos, config.tokenizer_threads, self.stop)
         self.settings = {**loader_settings, "split": self.split, "streaming": self.streaming, "rank": self.rank,
                          "world_size": self.world_size, "tokenizer": tokenizer_identity(tokenizer)}
 
@@ -294,12 +299,16 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device: torch.device, re
         finally:
             docs.stop.set()
 
-    return batches()
+    return Loader(batches(), docs.stop)
 
 
-def _without_state(loader):
-    for inputs, targets, _state, *extra in loader:
-        yield inputs, targets, *extra
+def _without_state(loader: Loader) -> Loader:
+    def batches():
+        with loader:
+            for inputs, targets, _state, *extra in loader:
+                yield inputs, targets, *extra
+
+    return Loader(batches(), loader.stop)
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
@@ -319,8 +328,10 @@ def resolve_rank(rank: int | None, world_size: int | None, device: torch.device 
             found = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
         rank = found[0] if rank is None else rank
         world_size = found[1] if world_size is None else world_size
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size); got rank={rank}, world_size={world_size}")
+    if (not WORLD_SIZE.contains(world_size) or isinstance(rank, bool) or not isinstance(rank, int)
+            or not 0 <= rank < world_size):
+        raise NanodataError(f"rank must be in [0, world_size), world_size in [1, {WORLD_SIZE.hi}]; got rank={rank!r}, "
+                            f"world_size={world_size!r}")
     return rank, world_size
 
 

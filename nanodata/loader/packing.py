@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from nanodata.errors import NanodataError
+
 CROP_POLICIES = ("discard", "requeue")
 
 
@@ -82,7 +84,7 @@ class BestFitPacker:
 
     def __init__(self, row_capacity: int, buffer_size: int, bos_token: int, crop: str = "discard"):
         if crop not in CROP_POLICIES:
-            raise ValueError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
+            raise NanodataError(f"crop must be one of {CROP_POLICIES}, not {crop!r}")
         self.capacity, self.buffer_size, self.bos = row_capacity, buffer_size, bos_token
         self.requeue = crop == "requeue"
         self.cropped_tokens = 0

@@ -43,6 +43,7 @@ from nanodata.dataset import (RemoteParquet, corpus_location, files_for_split, f
                               list_parquet_files, manifest_checksums, open_parquet, parquet_fingerprint, read_manifest,
                               read_texts)
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.storage.files import atomic_write, crc32c_name, temp_name
 from nanodata.storage.gcs import Bucket, ObjectInfo, replaced
 from nanodata.storage.retry import one_line
@@ -73,11 +74,11 @@ def open_shards(data_dir, *, stop: threading.Event, cache_dir=None, cache_bytes:
 def check_cache_args(cache_dir, cache_bytes) -> None:
     """cache_bytes an integer >= 0; cache_dir None or a directory (or a path where one can be made)."""
     if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
-        raise ValueError(f"cache_bytes must be an integer >= 0, not {cache_bytes!r}")
+        raise NanodataError(f"cache_bytes must be an integer >= 0, not {cache_bytes!r}")
     if cache_dir is not None:
         existing = next(p for p in (Path(cache_dir), *Path(cache_dir).parents) if p.exists())
         if not existing.is_dir():
-            raise ValueError(f"cache_dir {cache_dir}: {existing} is not a directory")
+            raise NanodataError(f"cache_dir {cache_dir}: {existing} is not a directory")
 
 
 # -- local directories -------------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class BucketShards:
     """A gs:// corpus location for one reader: pinned listing, row groups by ranged reads, read-ahead, cache."""
 
     def __init__(self, uri: str, stop: threading.Event, cache: RowGroupCache | None):
-        self.bucket = Bucket(uri)
+        self.bucket = Bucket(uri, stop)
         self.cache, self.cache_location = cache, _digest(self.bucket.uri)[:16]
         self.pinned: dict[str, ObjectInfo] = {}  # parquet object -> the version this loader reads
         self.opened: dict[str, RemoteParquet] = {}
@@ -190,7 +191,10 @@ class BucketShards:
         after it, for read-ahead."""
         data = self._result(("rg", name, rg_idx), lambda: self._read_ahead(upcoming, stride))
         start, _ = handle.chunk(rg_idx)
-        return read_texts(handle.parquet_file({start: data}), self.label(name), rg_idx)
+        # on this thread only (no pyarrow pool thread calling back into Python), from a file that refuses reads
+        # once the loader stops: nothing of pyarrow is left in flight for exit to wait on
+        return read_texts(handle.parquet_file({start: data}, self.ahead.stop), self.label(name), rg_idx,
+                          use_threads=False)
 
     def _result(self, key: tuple, then=None):
         """key's fetched result: read ahead if it was, else fetched now; `then()` runs before the wait."""
@@ -293,9 +297,7 @@ class ReadAhead:
                     self.tasks.put((key, future))
             self.workers = [worker for worker in self.workers if worker.is_alive()]
             while len(self.workers) < min(self.threads, len(self.pending)) and not self.stop.is_set():
-                worker = threading.Thread(target=self._work, name="nanodata-loader-read-ahead", daemon=True)
-                worker.start()
-                self.workers.append(worker)
+                self.workers.append(start_thread(self.stop, self._work, "nanodata-loader-read-ahead"))
 
     def claim(self, key: tuple) -> Future | None:
         """The future of a wanted key, no longer kept here (so a later `want` cannot drop it), or None."""

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from nanodata.corpus.layout import COMPLETE
 from nanodata.dataset import corpus_location
 from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, LoaderClosed, open_shards
 from nanodata.loader.state import FINGERPRINT
 
@@ -33,9 +34,9 @@ log = logging.getLogger("nanodata.loader")
 class _Ahead:
     """Row group `key`'s texts, read and decoded by a daemon thread; texts() waits for them or re-raises its error."""
 
-    def __init__(self, key: tuple[str, int], read):
+    def __init__(self, key: tuple[str, int], read, stop: threading.Event):
         self.key, self._future = key, Future()
-        threading.Thread(target=self._run, args=(read,), name="nanodata-loader-decode", daemon=True).start()
+        start_thread(stop, self._run, "nanodata-loader-decode", (read,))
 
     def _run(self, read) -> None:
         try:
@@ -107,14 +108,14 @@ class DocumentSource:
             if slot not in files:
                 files[slot] = self.files.parquet(name)
             if rg_idx >= files[slot].num_row_groups:
-                raise ValueError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
-                                 f"{files[slot].num_row_groups}")
+                raise NanodataError(f"resume_state_dict names row group {rg_idx} of {path}, which has "
+                                    f"{files[slot].num_row_groups}")
             if (slot, rg_idx) not in groups:
                 groups[slot, rg_idx] = self.files.texts(name, files[slot], rg_idx)
             rows = groups[slot, rg_idx]
             if row >= len(rows):
-                raise ValueError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
-                                 f"{len(rows)} rows")
+                raise NanodataError(f"resume_state_dict names row {row} of {path} row group {rg_idx}, which has "
+                                    f"{len(rows)} rows")
             texts.append(rows[row])
         return texts
 
@@ -144,7 +145,8 @@ class DocumentSource:
             if following < pf.num_row_groups:  # decoded while this one is tokenized, so it never stalls the tokenizer
                 upcoming = [(name, following + self.world_size), *list(self._upcoming())[1:]]
                 self._ahead = _Ahead((name, following),
-                                     lambda: self.files.texts(name, pf, following, upcoming, self.world_size))
+                                     lambda: self.files.texts(name, pf, following, upcoming, self.world_size),
+                                     self.stop)
         return self._open_group[2]
 
     def _upcoming(self):
@@ -224,8 +226,8 @@ class DocumentSource:
         name = state["cursor_file"]
         if name is not None and (self.file_idx >= len(self.pass_files) or self.pass_files[self.file_idx] != name):
             if name not in self.pass_files:
-                raise ValueError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
-                                 f"{reprlib.repr(self.pass_files)}")
+                raise NanodataError(f"resume_state_dict reads {name} next, which is not in the rest of its pass "
+                                    f"{reprlib.repr(self.pass_files)}")
             self.file_idx = self.pass_files.index(name)
         return {slot: self.slot(name) for slot, name, *_ in state["files"]}
 
@@ -233,17 +235,17 @@ class DocumentSource:
         known = set(split_files)
         for name in names:
             if name not in known:
-                raise ValueError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
-                                 f"{self.data_dir}")
+                raise NanodataError(f"resume_state_dict: {key} names {name}, which is not a {self.split} file of "
+                                    f"{self.data_dir}")
 
     def _check_unchanged(self, name: str, recorded: list) -> None:
         path = self.files.label(name)
         if not self.files.exists(name):
-            raise ValueError(f"resume_state_dict names {path}, which does not exist")
+            raise NanodataError(f"resume_state_dict names {path}, which does not exist")
         for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
             if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
-                raise ValueError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
-                                 f"is {now!r}")
+                raise NanodataError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
+                                    f"is {now!r}")
 
     def fingerprint(self, name: str) -> list:
         """[bytes, footer digest, crc32c] of a file, taken the first time it is asked for. crc32c: a local file's from

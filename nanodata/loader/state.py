@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import tiktoken
 
+from nanodata.errors import NanodataError
 from nanodata.tokenizer import Tokenizer
 
 STATE_VERSION = 2  # a default run's state
@@ -87,8 +88,8 @@ def plan_resume(resume, settings: dict, logical_streams: int | None = None, weig
     if isinstance(resume, dict) and "version" not in resume:
         check_state(resume, settings)
         if opted_in:
-            raise ValueError("resume_state_dict is nanochat's {pq_idx, rg_idx, epoch}, which resumes only a loader "
-                             "of one data_dir without logical_streams")
+            raise NanodataError("resume_state_dict is nanochat's {pq_idx, rg_idx, epoch}, which resumes only a loader "
+                                "of one data_dir without logical_streams")
         return Resume(world_size, STATE_VERSION, nanochat=resume)
     if isinstance(resume, dict) and not (resume.get("world_size") == 1 and world_size != 1):
         return _exact(resume, settings, logical_streams, weights, reweight)
@@ -103,18 +104,18 @@ def _state_list(resume) -> list[dict]:
     if isinstance(resume, dict):
         resume = [resume]
     if not isinstance(resume, (list, tuple)) or not resume:
-        raise ValueError(f"resume_state_dict must be a dict, a state yielded by a nanodata loader or nanochat's "
-                         f"{{pq_idx, rg_idx, epoch}}, or the list of all ranks' states, not "
-                         f"{reprlib.repr(resume) if isinstance(resume, (list, tuple)) else type(resume).__name__}")
+        raise NanodataError(f"resume_state_dict must be a dict, a state yielded by a nanodata loader or nanochat's "
+                            f"{{pq_idx, rg_idx, epoch}}, or the list of all ranks' states, not "
+                            f"{reprlib.repr(resume) if isinstance(resume, (list, tuple)) else type(resume).__name__}")
     for i, state in enumerate(resume):
         where = f"resume_state_dict[{i}]"
         if not isinstance(state, dict) or "version" not in state:
-            raise ValueError(f"{where} must be a state yielded by a nanodata loader (a list holds the states of all "
-                             f"ranks; nanochat's state is passed alone), not {reprlib.repr(state)}")
+            raise NanodataError(f"{where} must be a state yielded by a nanodata loader (a list holds the states of all "
+                                f"ranks; nanochat's state is passed alone), not {reprlib.repr(state)}")
         if (state.get("rank"), state.get("world_size")) != (i, len(resume)):
-            raise ValueError(f"{where} was saved by rank {reprlib.repr(state.get('rank'))} of "
-                             f"{reprlib.repr(state.get('world_size'))}; a list must hold the states of ranks 0.."
-                             f"{len(resume) - 1} of {len(resume)}, in rank order")
+            raise NanodataError(f"{where} was saved by rank {reprlib.repr(state.get('rank'))} of "
+                                f"{reprlib.repr(state.get('world_size'))}; a list must hold the states of ranks 0.."
+                                f"{len(resume) - 1} of {len(resume)}, in rank order")
     return list(resume)
 
 
@@ -135,11 +136,11 @@ def _elastic(states: list[dict], settings: dict, logical_streams, weights, rewei
     """All ranks' states at another world size: each logical stream's part goes whole to the rank serving it."""
     saved_world, world_size = len(states), settings["world_size"]
     if settings["loader"] != "bestfit":
-        raise ValueError(f"resume_state_dict holds the states of {saved_world} ranks; the concatenation loader "
-                         f"resumes only at the world size it was saved at, not at world_size={world_size}")
+        raise NanodataError(f"resume_state_dict holds the states of {saved_world} ranks; the concatenation loader "
+                            f"resumes only at the world size it was saved at, not at world_size={world_size}")
     versions = {_version(state) for state in states}
     if len(versions) > 1:
-        raise ValueError(f"resume_state_dict mixes state versions {sorted(versions)}: pass the states of one run")
+        raise NanodataError(f"resume_state_dict mixes state versions {sorted(versions)}: pass the states of one run")
     parts, reweighted = {}, False
     for i, state in enumerate(states):
         theirs = {**settings, "rank": i, "world_size": saved_world}
@@ -158,20 +159,20 @@ def _elastic(states: list[dict], settings: dict, logical_streams, weights, rewei
 
 def _check_fits(world_size: int, n: int, whose: str) -> None:
     if world_size > n:
-        raise ValueError(f"world_size={world_size} is more than {whose} logical_streams={n}: each rank serves at "
-                         f"least one logical stream (start a run with logical_streams >= {world_size} to run it on "
-                         f"{world_size} ranks; a run without it has as many as its first world size)")
+        raise NanodataError(f"world_size={world_size} is more than {whose} logical_streams={n}: each rank serves at "
+                            f"least one logical stream (start a run with logical_streams >= {world_size} to run it on "
+                            f"{world_size} ranks; a run without it has as many as its first world size)")
 
 
 def _check_default_run(saved_world: int, logical_streams, weights) -> None:
     """A version 2 state is a run of one data_dir whose logical streams are its ranks."""
     if weights is not None:
-        raise ValueError(f"resume_state_dict was saved by a loader of one data_dir, this loader has "
-                         f"{len(weights)} sources")
+        raise NanodataError(f"resume_state_dict was saved by a loader of one data_dir, this loader has "
+                            f"{len(weights)} sources")
     if logical_streams is not None and logical_streams != saved_world:
-        raise ValueError(f"resume_state_dict was saved by a run of world size {saved_world} without "
-                         f"logical_streams, which has {saved_world}; this loader has "
-                         f"logical_streams={logical_streams} (the number is fixed for the life of a run)")
+        raise NanodataError(f"resume_state_dict was saved by a run of world size {saved_world} without "
+                            f"logical_streams, which has {saved_world}; this loader has "
+                            f"logical_streams={logical_streams} (the number is fixed for the life of a run)")
 
 
 def _as_stream(state: dict, streaming: bool) -> dict:
@@ -184,9 +185,9 @@ def _as_stream(state: dict, streaming: bool) -> dict:
 def _version(state: dict) -> int:
     version = state["version"]
     if type(version) is not int or version not in (STATE_VERSION, STREAMS_VERSION):
-        raise ValueError(f"resume_state_dict has version {reprlib.repr(version)}; this loader reads versions "
-                         f"{STATE_VERSION} and {STREAMS_VERSION} (pass only its pq_idx, rg_idx, epoch for nanochat's "
-                         f"approximate resume)")
+        raise NanodataError(f"resume_state_dict has version {reprlib.repr(version)}; this loader reads versions "
+                            f"{STATE_VERSION} and {STREAMS_VERSION} (pass only its pq_idx, rg_idx, epoch for nanochat's "
+                            f"approximate resume)")
     return version
 
 
@@ -194,12 +195,12 @@ def check_state(state, settings: dict) -> bool:
     """Check a nanochat or version 2 state against the loader's settings: True for nanochat's state
     (approximate resume), False for a nanodata state that can be continued exactly, if its files are unchanged."""
     if not isinstance(state, dict):
-        raise ValueError(f"resume_state_dict must be a dict, a state yielded by a nanodata loader or nanochat's "
-                         f"{{pq_idx, rg_idx, epoch}}, not {type(state).__name__}")
+        raise NanodataError(f"resume_state_dict must be a dict, a state yielded by a nanodata loader or nanochat's "
+                            f"{{pq_idx, rg_idx, epoch}}, not {type(state).__name__}")
     if "version" not in state:
         if set(state) != set(NANOCHAT_KEYS):
-            raise ValueError(f"resume_state_dict has no 'version', so it is not a nanodata state, and it is not "
-                             f"nanochat's, which has exactly the keys pq_idx, rg_idx, epoch (it has {_keys(state)})")
+            raise NanodataError(f"resume_state_dict has no 'version', so it is not a nanodata state, and it is not "
+                                f"nanochat's, which has exactly the keys pq_idx, rg_idx, epoch (it has {_keys(state)})")
         _check_nanochat_position(state, "")
         return True
     for key, ours in settings.items():
@@ -216,8 +217,8 @@ def _check_streams_state(state: dict, settings: dict, logical_streams, weights, 
     """Check a version 3 state of rank `settings["rank"]`; returns its logical_streams and whether the weights
     changed (only allowed with reweight)."""
     if settings["loader"] != "bestfit":
-        raise ValueError(f"resume_state_dict has version {STREAMS_VERSION}, a best-fit loader's with logical streams "
-                         f"or sources; this is the {settings['loader']} loader")
+        raise NanodataError(f"resume_state_dict has version {STREAMS_VERSION}, a best-fit loader's with logical streams "
+                            f"or sources; this is the {settings['loader']} loader")
     for key, ours in settings.items():
         _check_setting(key, _get(state, key), ours)
     rank, world_size = settings["rank"], settings["world_size"]
@@ -246,12 +247,12 @@ def _check_weights(theirs, ours: list[float] | None, reweight: bool) -> bool:
         return "one data_dir" if weights is None else f"{len(weights)} sources"
 
     if (theirs is None) != (ours is None) or len(theirs or ()) != len(ours or ()):
-        raise ValueError(f"resume_state_dict was saved by a loader of {described(theirs)}, this loader has "
-                         f"{described(ours)}")
+        raise NanodataError(f"resume_state_dict was saved by a loader of {described(theirs)}, this loader has "
+                            f"{described(ours)}")
     changed = theirs is not None and [float(w) for w in theirs] != ours
     if changed and not reweight:
-        raise ValueError(f"resume_state_dict was saved with weights={reprlib.repr(list(theirs))}, this loader has "
-                         f"weights={reprlib.repr(ours)} (pass reweight=True to change them at resume: a curriculum)")
+        raise NanodataError(f"resume_state_dict was saved with weights={reprlib.repr(list(theirs))}, this loader has "
+                            f"weights={reprlib.repr(ours)} (pass reweight=True to change them at resume: a curriculum)")
     return changed
 
 
@@ -284,7 +285,7 @@ def _keys(keys) -> str:
 def _get(state: dict, key: str, where: str = ""):
     """state[key]; `where` locates a nested state ("streams[0]." and the like) in the message."""
     if key not in state:
-        raise ValueError(f"resume_state_dict: key {where + key if where else repr(key)} is missing")
+        raise NanodataError(f"resume_state_dict: key {where + key if where else repr(key)} is missing")
     return state[key]
 
 
@@ -293,7 +294,7 @@ def _check_keys(state: dict, keys, where: str) -> None:
         _get(state, key, where)
     unexpected = set(state) - set(keys)
     if unexpected:
-        raise ValueError(f"resume_state_dict: unexpected key(s) {_keys(unexpected)}" + (f" in {where[:-1]}" if where else ""))
+        raise NanodataError(f"resume_state_dict: unexpected key(s) {_keys(unexpected)}" + (f" in {where[:-1]}" if where else ""))
 
 
 def _check_setting(key: str, theirs, ours) -> None:
@@ -303,13 +304,13 @@ def _check_setting(key: str, theirs, ours) -> None:
                               "nanodata.loader.gather_states)",
                 "logical_streams": " (the number is fixed for the life of a run)",
                 }.get(key, "")
-        raise ValueError(f"resume_state_dict was saved with {key}={reprlib.repr(theirs)}, this loader has "
-                         f"{key}={reprlib.repr(ours)}{hint}")
+        raise NanodataError(f"resume_state_dict was saved with {key}={reprlib.repr(theirs)}, this loader has "
+                            f"{key}={reprlib.repr(ours)}{hint}")
 
 
 def _require(ok: bool, where: str, expected: str, value) -> None:
     if not ok:
-        raise ValueError(f"resume_state_dict: {where} must be {expected}, not {reprlib.repr(value)}")
+        raise NanodataError(f"resume_state_dict: {where} must be {expected}, not {reprlib.repr(value)}")
 
 
 def _int(value, where: str, low: int = 0) -> int:

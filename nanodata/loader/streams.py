@@ -24,6 +24,8 @@ import threading
 from collections import deque
 from operator import itemgetter
 
+from nanodata.errors import NanodataError
+from nanodata.loader.lifecycle import start_thread
 from nanodata.loader.packing import BestFitPacker, with_bos
 from nanodata.loader.source import LoaderClosed
 
@@ -82,8 +84,8 @@ def restore_docs(feeds: list[Feed], slot_maps: list[dict], saved_ids, where: str
     for i, (doc_tokens, doc_id, saved) in enumerate(zip(tokens, ids, saved_ids)):
         offset = saved[4] if len(saved) > 4 else 0
         if offset >= len(doc_tokens):
-            raise ValueError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
-                             f"{len(doc_tokens)} tokens, not {offset}")
+            raise NanodataError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
+                                f"{len(doc_tokens)} tokens, not {offset}")
         restored.append((doc_tokens, doc_id, offset))
     return restored
 
@@ -188,7 +190,7 @@ def prefetched(items, depth: int, stop: threading.Event):
         except BaseException as exc:  # re-raised in the consumer, where the trainer can see it
             put(_Failure(exc))
 
-    threading.Thread(target=work, name="nanodata-loader-prefetch", daemon=True).start()
+    start_thread(stop, work, "nanodata-loader-prefetch")
     while True:
         try:
             item = ready.get(timeout=0.1)

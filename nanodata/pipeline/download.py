@@ -26,6 +26,7 @@ from tqdm import tqdm
 from nanodata.errors import NanodataError
 from nanodata.storage.files import check_output_dir, temp_name
 from nanodata.storage.retry import CorruptTransfer, check_range, check_retry_args, land, with_retries
+from nanodata.ranges import flag, ATTEMPTS, BACKOFF_S, NUM_SHARDS, THREAD_WORKERS, TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def check_fetch_args(base_url: str, name_template: str, attempts: int, backoff_b
     check_base_url(base_url)
     shard_name(0, name_template)
     check_retry_args(attempts, backoff_base, backoff_flag="--backoff-base")
-    check_range("--timeout", timeout, 0, above=True)
+    TIMEOUT_S.check("--timeout", timeout)
 
 
 def is_valid_parquet(path: Path) -> bool:
@@ -182,8 +183,8 @@ def download_shards(base_url: str, num_shards: int, data_dir: str | os.PathLike,
     instead of each waiting out its own retries. An error no other shard can escape (a full disk)
     stops the download and is raised.
     """
-    check_range("--num-shards", num_shards, 0)
-    check_range("--workers", workers, 1)
+    check_range("--num-shards", num_shards, 0, NUM_SHARDS.hi)
+    THREAD_WORKERS.check("--workers", workers)
     check_fetch_args(base_url, name_template, attempts, backoff_base, timeout)
     data_dir = Path(data_dir)
     check_output_dir(data_dir, "--dir")
@@ -246,17 +247,17 @@ def configure_parser(parser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--base-url", required=True,
                         help="URL of the directory holding the shards; file URL = BASE_URL/NAME")
-    parser.add_argument("--num-shards", type=int, required=True, help="download shards 0..N-1")
+    parser.add_argument("--num-shards", type=flag(NUM_SHARDS), required=True, help="download shards 0..N-1")
     parser.add_argument("--dir", type=Path, default=None,
                         help="destination dir (default: $NANODATA_DATA_DIR or ~/.cache/nanodata/base_data)")
-    parser.add_argument("--workers", type=int, default=4, help="parallel downloads (default: 4)")
+    parser.add_argument("--workers", type=flag(THREAD_WORKERS), default=4, help="parallel downloads (default: 4)")
     parser.add_argument("--name-template", default=DEFAULT_TEMPLATE,
                         help="file name of shard {index}, Python format syntax (default: %(default)s)")
-    parser.add_argument("--attempts", type=int, default=5, help="tries per file (default: 5)")
-    parser.add_argument("--backoff-base", type=float, default=2.0,
+    parser.add_argument("--attempts", type=flag(ATTEMPTS), default=5, help="tries per file (default: 5)")
+    parser.add_argument("--backoff-base", type=flag(BACKOFF_S), default=2.0,
                         help="the first retry waits up to BASE seconds, doubling per retry (2, 4, 8, 16 s), at "
                              "most 30, randomized (default: 2)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds without data before an attempt "
+    parser.add_argument("--timeout", type=flag(TIMEOUT_S), default=30.0, help="seconds without data before an attempt "
                                                                     "fails (default: 30)")
 
 

@@ -38,10 +38,10 @@ from nanodata.storage.files import atomic_output, atomic_write, check_output_dir
 from nanodata.tokenizer import load
 from nanodata.pipeline.workers import process_pool
 from nanodata.token_shards import META_FILE, META_VERSION, SHARD_FILE
+from nanodata.ranges import flag, PROCESS_WORKERS, SHARD_TOKENS
 
 log = logging.getLogger(__name__)
 
-MAX_WORKERS = 256
 WINDOW_PER_WORKER = 4  # row groups in flight per worker: enough to keep workers busy, bounded memory
 
 
@@ -149,10 +149,8 @@ class ShardWriter:
 
 
 def _check_options(shard_tokens: int, workers: int, prefix: str) -> None:
-    if shard_tokens < 1:
-        raise NanodataError(f"--shard-tokens must be >= 1, not {shard_tokens}")
-    if not 1 <= workers <= MAX_WORKERS:
-        raise NanodataError(f"--workers must be between 1 and {MAX_WORKERS}, not {workers}")
+    SHARD_TOKENS.check("--shard-tokens", shard_tokens)
+    PROCESS_WORKERS.check("--workers", workers)
     if not re.fullmatch(r"[\w.-]+", prefix):
         raise NanodataError(f"--prefix must be letters, digits, '_', '-' or '.', not {prefix!r}")
 
@@ -275,9 +273,9 @@ def configure_parser(parser) -> None:
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tiktoken encoding name or a dir from 'nanodata tokenizer train' (default: %(default)s)")
     parser.add_argument("--out", type=Path, required=True, help="output directory for .npy shards and meta.json")
-    parser.add_argument("--shard-tokens", type=int, default=100_000_000,
+    parser.add_argument("--shard-tokens", type=flag(SHARD_TOKENS), default=100_000_000,
                         help="tokens per shard; the last shard is partial (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=2, help="tokenizer processes (default: %(default)s); "
+    parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=2, help="tokenizer processes (default: %(default)s); "
                                                                "the output does not depend on it")
     parser.add_argument("--prefix", default="tokens",
                         help="shard file prefix: PREFIX_val_000000.npy, PREFIX_train_000001.npy, ...")

@@ -32,6 +32,7 @@ from nanodata.storage.files import atomic_write, disk_errors
 from nanodata.pipeline.jsonl import parse_block, read_blocks
 from nanodata.pipeline.shuffle import (FILE_BYTES, ROW_GROUP_BYTES, SortedSpool, is_val, shuffle_key,
                                        text_digests)
+from nanodata.ranges import flag, IDLE_TIMEOUT_S, ROWS_PER_FILE, ROW_GROUP_SIZE, SEED, VAL_FRACTION
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +202,8 @@ def check_params(inputs, out: Path, rows_per_file, row_group_size, val_fraction,
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
         raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
-    if rows_per_file < 1:
-        raise NanodataError(f"--rows-per-file must be >= 1, not {rows_per_file}")
-    if row_group_size < 1:
-        raise NanodataError(f"--row-group-size must be >= 1, not {row_group_size}")
+    ROWS_PER_FILE.check("--rows-per-file", rows_per_file)
+    ROW_GROUP_SIZE.check("--row-group-size", row_group_size)
     if not 0 <= val_fraction < 1:
         raise NanodataError(f"--val-fraction must be in [0, 1), not {val_fraction}")
     if seed < 0:  # the shuffle's RNG takes non-negative seeds only
@@ -287,16 +286,16 @@ def configure_parser(parser) -> None:
     parser.add_argument("--input", nargs="+", action="extend", required=True, metavar="JSONL",
                         help="JSONL file(s), read in the order given")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--rows-per-file", type=int, default=50000, help="train docs per shard (default: 50000)")
-    parser.add_argument("--row-group-size", type=int, default=1024,
+    parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=50000, help="train docs per shard (default: 50000)")
+    parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=1024,
                         help="docs per parquet row group; the loader strides row groups across ranks (default: 1024)")
-    parser.add_argument("--val-fraction", type=float, default=0.01,
+    parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=0.01,
                         help="fraction of docs hashed into val_shard.parquet (default: 0.01)")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the within-shard shuffle (default: 42)")
+    parser.add_argument("--seed", type=flag(SEED), default=42, help="seed of the within-shard shuffle (default: 42)")
     parser.add_argument("--follow", action="store_true",
                         help="tail inputs still being written; an input ends at its X.jsonl.done marker or "
                              "after --idle-timeout seconds without growth")
-    parser.add_argument("--idle-timeout", type=float, default=60.0,
+    parser.add_argument("--idle-timeout", type=flag(IDLE_TIMEOUT_S), default=60.0,
                         help="with --follow: seconds without growth that end an input (default: 60)")
     parser.add_argument("--compression", default="zstd", choices=COMPRESSIONS, help="parquet codec (default: zstd)")
     parser.add_argument("--on-error", default="skip", choices=("skip", "fail"),

@@ -20,6 +20,7 @@ from nanodata.dataset import files_for_split, open_parquet, parquets_iter_batche
 from nanodata.errors import NanodataError
 from nanodata.storage.files import check_output_dir
 from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, load, save_encoding_dir
+from nanodata.ranges import flag, DOC_CAP, MAX_CHARS, VOCAB_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +109,12 @@ def configure_parser(parser) -> None:
                     "  nanodata tokenizer train --input data/base_data --vocab-size 32768 --out data/tokenizer\n"
                     "  nanodata pretokenize --input data/base_data --tokenizer data/tokenizer --out data/tokens")
     train.add_argument("--input", type=Path, required=True, help="directory of parquet files with a 'text' column")
-    train.add_argument("--vocab-size", type=int, required=True,
+    train.add_argument("--vocab-size", type=flag(VOCAB_SIZE), required=True,
                        help=f"total vocabulary incl. {len(SPECIAL_TOKENS)} special tokens (<|bos|> first)")
     train.add_argument("--out", type=Path, required=True, help="output directory for the tokenizer files")
-    train.add_argument("--max-chars", type=int, default=2_000_000_000,
+    train.add_argument("--max-chars", type=flag(MAX_CHARS), default=2_000_000_000,
                        help="stop after this many training characters (default: %(default)s)")
-    train.add_argument("--doc-cap", type=int, default=10_000,
+    train.add_argument("--doc-cap", type=flag(DOC_CAP), default=10_000,
                        help="use at most this many characters of each doc (default: %(default)s)")
 
 

@@ -34,6 +34,7 @@ from nanodata.errors import NanodataError
 from nanodata.storage import exists, is_gcs, join_uri
 from nanodata.storage.files import atomic_write, disk_errors, file_digest
 from nanodata.report.svgplot import bar_chart, grouped_bar_chart
+from nanodata.ranges import flag, REPORT_MAX_TOKENS
 
 REPORT_DIR = "report"
 REPORT_JSON = "report.json"
@@ -178,8 +179,8 @@ def check_build_dir(build_dir: Path) -> None:
 
 
 def check_max_tokens(max_tokens) -> None:
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise NanodataError(f"--max-tokens {max_tokens!r}: must be a whole number of at least 1")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or not REPORT_MAX_TOKENS.contains(max_tokens)):
+        raise NanodataError(f"--max-tokens {max_tokens!r}: must be {REPORT_MAX_TOKENS.describe()}")
 
 
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
@@ -407,7 +408,7 @@ def configure_parser(parser) -> None:
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tokenizer for counting tokens when the shards have no complete n_tokens column "
                              "(tiktoken name or a dir from `nanodata tokenizer`; default: cl100k_base)")
-    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+    parser.add_argument("--max-tokens", type=flag(REPORT_MAX_TOKENS), default=None, metavar="N",
                         help="the --max-tokens the corpus was chunked with: the length histogram ends at N and "
                              "the crop table adds T=N (default: the histogram ends at the longest doc)")
 

@@ -131,7 +131,8 @@ class ObjectMissing(CorruptTransfer):
 class Bucket:
     """Read-only access to the objects directly under gs://bucket/prefix, every request retried."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, stop: threading.Event | None = None):
+        self.stop = stop  # set: a failed request is not retried (its reader is closing)
         self.bucket, self.prefix = parse_gs(uri)
         self.uri = f"gs://{self.bucket}/{self.prefix}".rstrip("/")
 
@@ -204,7 +205,7 @@ class Bucket:
 
     def _call(self, fn, what: str):
         try:
-            return with_retries(fn, what)
+            return with_retries(fn, what, stop=self.stop)
         except (NanodataError, CorruptTransfer):
             raise
         except Exception as exc:

@@ -17,11 +17,12 @@ import math
 from pathlib import Path
 
 from nanodata.errors import NanodataError
+from nanodata.ranges import ATTEMPTS, BACKOFF_S
 from nanodata.storage.files import commit, disk_errors, temp_name
 
 log = logging.getLogger(__name__)
 
-MAX_DELAY = 30.0  # seconds: the longest wait between two attempts
+MAX_DELAY = BACKOFF_S.hi  # seconds: the longest wait between two attempts
 RETRIED_STATUS = frozenset({408, 429})  # request timeout, rate limit; every 5xx is retried too
 
 
@@ -68,9 +69,10 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
-def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None):
+def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None, stop=None):
     """The Retry for one operation called `what` in the logs. Make one per operation: it counts its attempts
-    (api_core's Retry itself only has a deadline), and gives up after `attempts` tries or `deadline` seconds."""
+    (api_core's Retry itself only has a deadline), and gives up after `attempts` tries or `deadline` seconds,
+    or at the first failure once `stop` (a threading.Event: a closing loader's) is set."""
     from google.api_core.retry import Retry
 
     failures = 0
@@ -78,7 +80,7 @@ def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: f
     def retryable(exc: Exception) -> bool:
         nonlocal failures
         failures += 1
-        return failures < attempts and is_transient(exc)
+        return failures < attempts and is_transient(exc) and not (stop is not None and stop.is_set())
 
     def log_retry(exc: Exception) -> None:
         # Retry draws the jittered wait after this call: log its ceiling, the wait is uniform in [0, ceiling]
@@ -89,12 +91,12 @@ def retry_policy(what: str, attempts: int = 5, backoff: float = 0.5, deadline: f
                  on_error=log_retry)
 
 
-def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None):
+def with_retries(fn, what: str, attempts: int = 5, backoff: float = 0.5, deadline: float | None = None, stop=None):
     """fn() under the one retry policy; raises fn's last error (or api_core's RetryError past the deadline)."""
-    return retry_policy(what, attempts, backoff, deadline)(fn)()
+    return retry_policy(what, attempts, backoff, deadline, stop)(fn)()
 
 
-MAX_ATTEMPTS = 1000  # beyond this a retry loop is a hang, not a policy
+MAX_ATTEMPTS = ATTEMPTS.hi  # beyond this a retry loop is a hang, not a policy
 
 
 def check_range(name: str, value, low: float, high: float = math.inf, *, above: bool = False) -> None:

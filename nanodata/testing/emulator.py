@@ -11,6 +11,7 @@ import atexit
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,13 @@ class GcsEmulator:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: the endpoint is gone as when its machine dies (fault tests); start() brings it back."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the launcher and anything it started
             proc.wait()
 
     def create_bucket(self, name: str) -> str:

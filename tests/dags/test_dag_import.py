@@ -31,7 +31,8 @@ def test_dag_files_import_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code, str(REPO / "dags"), *sorted(DAG_IDS)],
                          capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.splitlines()[-1]))
-    assert loaded <= {"nanodata", "nanodata.errors"}, loaded  # the retry policy's exception class: two tiny modules
+    # the retry policy's exception class and the Params' ranges (shared with the CLI): three tiny modules
+    assert loaded <= {"nanodata", "nanodata.errors", "nanodata.ranges"}, loaded
 
 
 def test_params_explain_themselves(dagbag):
@@ -73,3 +74,23 @@ def test_mode_param_offers_exactly_the_chunker_modes(dagbag):
     from nanodata.pipeline.chunking.modes import MODES
 
     assert dagbag.dags["nanodata_cpp_corpus"].params.get_param("mode").schema["enum"] == list(MODES)
+
+
+def test_params_carry_the_cli_ranges(dagbag):
+    """The forms bound a number as the matching `nanodata` flag does (nanodata/ranges.py), so a value the form
+    accepts is never refused by the task, and a value that would exhaust a worker is refused at the form."""
+    from nanodata import ranges
+
+    expected = {("nanodata_fineweb_download", "num_shards"): ranges.NUM_SHARDS,
+                ("nanodata_fineweb_download", "workers"): ranges.THREAD_WORKERS,
+                ("nanodata_pretokenize", "shard_tokens"): ranges.SHARD_TOKENS,
+                ("nanodata_pretokenize", "workers"): ranges.PROCESS_WORKERS,
+                ("nanodata_tokenizer", "vocab_size"): ranges.VOCAB_SIZE,
+                ("nanodata_tokenizer", "max_chars"): ranges.MAX_CHARS,
+                ("nanodata_cpp_corpus", "max_tokens"): ranges.MAX_TOKENS,
+                ("nanodata_cpp_corpus", "rows_per_file"): ranges.ROWS_PER_FILE}
+    for (dag_id, name), allowed in expected.items():
+        schema = dagbag.dags[dag_id].params.get_param(name).schema
+        assert {k: schema.get(k) for k in allowed.param()} == allowed.param(), (dag_id, name)
+    partition = dagbag.dags["nanodata_cpp_corpus"].params.get_param("partition_mb").schema
+    assert 0 < partition["minimum"] and partition["maximum"] == ranges.PARTITION_MB.hi

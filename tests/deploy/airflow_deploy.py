@@ -25,8 +25,10 @@ import psycopg2
 import requests
 
 VENV_BIN = Path(sys.executable).parent
+# Set by the `deploy_services` fixture (tests/deploy/conftest.py): the machine's servers, or ones started by
+# the tests (services.py). Only a database and a Redis db number of our own are ever used.
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
-REDIS_URL = "redis://127.0.0.1:6379/13"  # a db number of our own on the shared Redis
+REDIS_URL = "redis://127.0.0.1:6379/13"
 ADMIN = "admin"
 
 

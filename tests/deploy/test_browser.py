@@ -40,7 +40,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
 TIMEOUT_MS = 30_000  # one UI step (a page load, a click) on a busy 2-core machine
 PLOTS = ("doc_tokens.svg", "docs_by_kind.svg", "docs_by_project.svg", "shard_sizes.svg", "crop_fraction.svg")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("deploy_services")]  # PostgreSQL: ours if none
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
 

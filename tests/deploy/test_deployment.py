@@ -34,6 +34,7 @@ SOURCES = {
 }
 FUNCTIONS = ("dot_product", "scale_vector", "count_words")
 LIBSTDCXX = Path("/usr/include/c++/12/bits")  # real, varied C++ to chunk
+pytestmark = pytest.mark.usefixtures("deploy_services")  # PostgreSQL and Redis, the machine's or our own
 
 
 @pytest.fixture(scope="module")

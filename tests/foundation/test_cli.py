@@ -57,4 +57,4 @@ def test_bad_input_is_one_line_naming_the_file(corpus_dir, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "shard_00001.parquet" in proc.stderr
     proc = nanodata("tokenizer", "train", "--input", corpus_dir, "--vocab-size", 10, "--out", tmp_path / "bpe")
-    assert proc.returncode == 2 and proc.stderr.startswith("nanodata tokenizer: error: --vocab-size")
+    assert proc.returncode == 2 and proc.stderr.startswith("nanodata tokenizer train: error: argument --vocab-size: 10 is out of range")

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
+from nanodata.errors import NanodataError
 from nanodata.loader import LoaderConfig, bestfit_loader, concat_loader
 
 
@@ -18,22 +19,23 @@ def test_frozen_and_keyword_only(tmp_path):
 
 
 @pytest.mark.parametrize("settings, says", [
-    ({"B": 0}, "B must be an integer >= 1, not 0"),
-    ({"T": 2.5}, "T must be an integer >= 1, not 2.5"),
-    ({"buffer_size": True}, "buffer_size must be an integer >= 1, not True"),
+    ({"B": 0}, "B must be a whole number >= 1 and <= 1048576, not 0"),
+    ({"T": 2.5}, "T must be a whole number >= 1 and .*, not 2.5"),
+    ({"buffer_size": True}, "buffer_size must be a whole number >= 1 and .*, not True"),
     ({"split": "test"}, "split must be 'train' or 'val', not 'test'"),
     ({"crop": "drop"}, "crop must be one of"),
-    ({"logical_streams": 0}, "logical_streams must be an integer >= 1"),
-    ({"prefetch": -1}, "prefetch must be an integer >= 0, not -1"),
-    ({"poll_interval": float("nan")}, "poll_interval must be > 0 seconds, not nan"),
-    ({"cache_bytes": -1}, "cache_bytes must be an integer >= 0"),
+    ({"logical_streams": 0}, "logical_streams must be a whole number >= 1"),
+    ({"prefetch": -1}, "prefetch must be a whole number >= 0 and <= 1024, not -1"),
+    ({"poll_interval": float("nan")}, "poll_interval must be a finite number > 0 .*, not nan"),
+    ({"cache_bytes": -1}, "cache_bytes must be a whole number >= 0"),
+    ({"data_dir": 3}, "data_dir must be a path"),
     ({"sources": []}, "sources must be a non-empty list"),
     ({"sources": [{"data_dir": "a", "weight": 0}]}, r"sources\[0\]\['weight'\] must be a number > 0, not 0"),
     ({"sources": [{"data_dir": "a"}]}, r"sources\[0\] must be a dict with exactly the keys data_dir and weight"),
     ({"sources": [{"data_dir": "a", "weight": 1}], "data_dir": "b"}, "pass data_dir or sources, not both"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_setting(settings, says):
-    with pytest.raises(ValueError, match=says) as failure:
+    with pytest.raises(NanodataError, match=says) as failure:
         LoaderConfig(**{"B": 2, "T": 16, **settings})
     assert "\n" not in str(failure.value)
 

@@ -179,9 +179,9 @@ def test_the_state_stays_small(tokenizer, corpus_dir, n_sources, limit):
      r"sources\[1\]\['weight'\] must be a number > 0, not 0"),
     ({"sources": [{"data_dir": "x", "weight": float("nan")}]}, r"sources\[0\]\['weight'\] must be a number > 0"),
     ({"sources": [{"data_dir": "x", "weight": True}]}, r"sources\[0\]\['weight'\] must be a number > 0, not True"),
-    ({"sources": [{"data_dir": 3, "weight": 1}]}, r"sources\[0\]\['data_dir'\] must be a path, not 3"),
+    ({"sources": [{"data_dir": 3, "weight": 1}]}, r"sources\[0\]\['data_dir'\] must be a path \(a non-empty str or os.PathLike\), not 3"),
     ({"sources": "x"}, "sources must be a non-empty list"),
-    ({"logical_streams": 0}, "logical_streams must be an integer >= 1, not 0"),
+    ({"logical_streams": 0}, "logical_streams must be a whole number >= 1 and <= 65536, not 0"),
 ])
 def test_bad_sources_are_refused_in_one_line(marker_dirs, kwargs, match):
     kwargs = kwargs if "sources" in kwargs else {"data_dir": marker_dirs[0], **kwargs}

@@ -167,13 +167,13 @@ def test_cli_reports_failed_shard_by_name_and_exits_nonzero(remote, tmp_path):
 
 
 BAD_ARGS = [
-    (["--backoff-base", "-1"], "--backoff-base must be between 0 and 30, not -1.0"),
-    (["--backoff-base", "nan"], "--backoff-base must be between 0 and 30, not nan"),
-    (["--attempts", "0"], "--attempts must be between 1 and 1000, not 0"),
-    (["--timeout", "0"], "--timeout must be > 0, not 0.0"),
-    (["--timeout", "inf"], "--timeout must be > 0, not inf"),
-    (["--workers", "0"], "--workers must be >= 1, not 0"),
-    (["--num-shards", "-2"], "--num-shards must be >= 0, not -2"),
+    (["--backoff-base", "-1"], "argument --backoff-base: -1 is out of range: must be a finite number >= 0 and <= 30"),
+    (["--backoff-base", "nan"], "argument --backoff-base: nan is out of range"),
+    (["--attempts", "0"], "argument --attempts: 0 is out of range: must be a whole number >= 1 and <= 1000"),
+    (["--timeout", "0"], "argument --timeout: 0 is out of range: must be a finite number > 0 and <= 86400"),
+    (["--timeout", "inf"], "argument --timeout: inf is out of range"),
+    (["--workers", "0"], "argument --workers: 0 is out of range"),
+    (["--num-shards=-2"], "argument --num-shards: -2 is out of range"),
     (["--name-template", "shard.parquet"], "--name-template 'shard.parquet' gives two shards the name 'shard.parquet'"),
     (["--name-template", "../{index}.parquet"], "--name-template '../{index}.parquet' must give a plain file name"),
     (["--name-template", "{index.x}.parquet"], "--name-template '{index.x}.parquet': cannot format with index=0"),

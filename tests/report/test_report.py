@@ -281,5 +281,5 @@ def test_max_tokens_option(built, tmp_path):
     assert "T=3000:" in proc.stdout
     assert json.loads((tmp_path / "r" / "report.json").read_text())["max_tokens"] == 3000
     proc = run_report(build_dir, "--max-tokens", "0")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--max-tokens 0: must be" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "argument --max-tokens: 0 is out of range: must be" in proc.stderr
     assert not (build_dir / "report").exists()

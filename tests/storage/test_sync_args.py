@@ -44,8 +44,10 @@ def test_the_reported_commands_as_real_processes(tmp_path, listener):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.parquet").write_bytes(b"data")
     env = dict(os.environ, STORAGE_EMULATOR_HOST=listener.url, GOOGLE_CLOUD_PROJECT="nanodata-test")
-    for args, says in ((["--attempts", "0"], "--attempts must be between 1 and 1000, not 0"),
-                       (["--backoff", "-1"], "--backoff must be between 0 and 30, not -1.0")):
+    for args, says in ((["--attempts", "0"], "argument --attempts: 0 is out of range: must be a whole number >= 1 "
+                                             "and <= 1000 (see nanodata sync --help)"),
+                       (["--backoff=-1"], "argument --backoff: -1 is out of range: must be a finite number >= 0 "
+                                          "and <= 30 (see nanodata sync --help)")):
         got = subprocess.run([NANODATA, "sync", str(tmp_path / "src"), str(tmp_path / "dst"), *args],
                              capture_output=True, text=True, timeout=120, env=env)
         assert (got.returncode, got.stdout, got.stderr) == (2, "", f"nanodata sync: error: {says}\n")

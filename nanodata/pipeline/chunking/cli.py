@@ -6,6 +6,7 @@ import argparse
 
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.ranges import flag, CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS
 
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
@@ -32,17 +33,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
     parser.add_argument("--output", required=True, help="output JSONL (written to OUTPUT.tmp, then renamed)")
     parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
-    parser.add_argument("--max-tokens", type=int, default=2048, help="token budget per doc, >= 16 (default: 2048)")
+    parser.add_argument("--max-tokens", type=flag(MAX_TOKENS), default=2048, help="token budget per doc, >= 16 (default: 2048)")
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
-    parser.add_argument("--cross-depth", type=int, default=3,
+    parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=3,
                         help="breadth-first depth of cross-file dependencies (default: 3)")
-    parser.add_argument("--max-file-bytes", type=int, default=500_000,
+    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=500_000,
                         help="skip (and count) files larger than this (default: 500000)")
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
-    parser.add_argument("--workers", type=int, default=1, help="processes; output is identical for any value")
-    parser.add_argument("--partition-mb", type=float, default=256,
+    parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=1, help="processes; output is identical for any value")
+    parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=256,
                         help="global modes: parse/emit in partitions of this many MB of source, staged on disk "
                              "next to OUTPUT, so memory stays bounded; output is identical for any value "
                              "(default: 256)")

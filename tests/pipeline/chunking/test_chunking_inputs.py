@@ -94,14 +94,14 @@ def test_bad_parameters(tmp_path, kwargs, match):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--partition-mb", "nan"], "--partition-mb nan: must be a number > 0"),
-    (["--partition-mb", "0"], "--partition-mb 0.0: must be a number > 0"),
+    (["--partition-mb", "nan"], "argument --partition-mb: nan is out of range: must be a finite number > 0"),
+    (["--partition-mb", "0"], "argument --partition-mb: 0 is out of range: must be a finite number > 0"),
     (["--project-dirs", "{tmp}", "--extensions", ","], "no file extension given for --project-dirs"),
     (["--inputs", "{tmp}"], "is a directory; give JSONL files"),
     (["--output", "{tmp}/in.jsonl"], "is also an input"),
     (["--output", "{tmp}/in.jsonl/out.jsonl"], "in.jsonl is a file, not a directory"),
     (["--output", "{tmp}"], "is a directory; give the path of a .jsonl file"),
-    (["--workers", "0"], "--workers >= 1"),
+    (["--workers", "0"], "argument --workers: 0 is out of range: must be a whole number >= 1"),
     (["--tokenizer", "no-such-encoding"], "tokenizer 'no-such-encoding'"),
 ])
 def test_cli_mistakes_are_one_line_before_any_work(tmp_path, argv, words):
@@ -217,7 +217,7 @@ def test_cli_runs_and_reports(tmp_path, capsys):
     assert "files/s" in line and "MB/s" in line
     assert all(d["n_tokens"] <= 128 for d in read_docs(out))
     assert main(["chunk", "--inputs", str(src), "--output", str(out), "--max-tokens", "8"]) == 2
-    assert "--max-tokens 8: must be at least 16" in capsys.readouterr().err
+    assert "argument --max-tokens: 8 is out of range: must be a whole number >= 16" in capsys.readouterr().err
     assert main(["chunk", "--project-dirs", str(tmp_path / "nope"), "--output", str(out), "--no-progress"]) == 2
     assert "project directory does not exist" in capsys.readouterr().err
 

@@ -192,8 +192,8 @@ def cli_error(capsys, *argv) -> str:
     (["--out", "{file}/sub"], "--out {file}/sub: {file} is a file, not a directory"),
     (["--input", "{dir}"], "--input {dir}: is a directory"),
     (["--input", "{dir}", "--follow"], "--input {dir}: is a directory"),
-    (["--seed", "-1"], "--seed must be >= 0, not -1"),
-    (["--idle-timeout", "nan"], "--idle-timeout must be >= 0, not nan"),
+    (["--seed", "-1"], "argument --seed: -1 is out of range: must be a whole number >= 0"),
+    (["--idle-timeout", "nan"], "argument --idle-timeout: nan is out of range: must be a finite number >= 0"),
 ])
 def test_bad_arguments_are_one_line_errors_before_any_work(tmp_path, jsonl, capsys, argv, expected):
     (tmp_path / "a_file").write_text("not a dir")
