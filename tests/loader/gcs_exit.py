@@ -26,7 +26,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # run as a script too (make faults
 
 from corpus import write_corpus  # noqa: E402
 
-from nanodata import storage  # noqa: E402
+from nanodata import corpus  # noqa: E402
 from nanodata.testing.emulator import GcsEmulator  # noqa: E402
 
 CASES = ("open", "closed", "with")
@@ -71,7 +71,7 @@ class Bucket:
         with GcsEmulator(root=root / "emulator") as emulator, env(STORAGE_EMULATOR_HOST=emulator.host,
                                                                   GOOGLE_CLOUD_PROJECT="nanodata-test"):
             emulator.create_bucket(BUCKET)
-            storage.sync(local, self.uri)
+            corpus.sync(local, self.uri)
             self.state_file.write_text(json.dumps(first_state(self.uri)))
 
 

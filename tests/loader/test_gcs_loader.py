@@ -99,11 +99,16 @@ def _upload_slowly(local, uri, names, pause):
 
 
 def _read_two_epochs(uri, rank, world_size, out):
-    source = DocumentSource(uri, "train", rank, world_size, slice_size=5, streaming=True, poll_interval=0.05)
+    stop = threading.Event()  # what a loader's close sets: the source's read-ahead threads end with it
+    source = DocumentSource(uri, "train", rank, world_size, slice_size=5, streaming=True, poll_interval=0.05,
+                            stop=stop)
     epoch1, epoch2 = [], []
-    while len(epoch2) < 5:
-        _, ids = source.next_slice()
-        (epoch1 if source.last_read[2] == 1 else epoch2).extend((source.name_of(s), rg, row) for s, rg, row in ids)
+    try:
+        while len(epoch2) < 5:
+            _, ids = source.next_slice()
+            (epoch1 if source.last_read[2] == 1 else epoch2).extend((source.name_of(s), rg, row) for s, rg, row in ids)
+    finally:
+        stop.set()
     out[rank] = epoch1, epoch2
 
 

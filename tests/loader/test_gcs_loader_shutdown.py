@@ -42,10 +42,10 @@ def wait_gone(timeout: float = lifecycle.JOIN_TIMEOUT_S + 5) -> list[str]:
 
 @pytest.mark.parametrize("how", ["close", "with", "collected"])
 def test_every_loader_thread_stops(tokenizer, gcs_emulator, gcs_bucket, corpus_dir, how):
-    from nanodata import storage
+    from nanodata import corpus
 
     uri = f"gs://{gcs_bucket}/corpus"
-    storage.sync(corpus_dir, uri)
+    corpus.sync(corpus_dir, uri)
     assert wait_gone() == []  # none left by an earlier test
     loader = small_bestfit(tokenizer, uri, tokenizer_threads=2)
     if how == "with":
