@@ -44,8 +44,8 @@ TOKENIZER = "cl100k_base"
 
 def build(source: Path, dest: Path, mode: str, partition_mb: float, workers: int) -> dict:
     """One whole build on `workers` processes; returns step times, partitions and the merged docs path."""
-    from nanodata.pipeline.chunking.pack import counter_for
     from nanodata.jobs import cpp_corpus as cc
+    from nanodata.pipeline.chunking.pack import counter_for
 
     params = params_for(mode)
     settings = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}

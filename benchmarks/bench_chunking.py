@@ -67,7 +67,7 @@ def main() -> None:
         for mode in MODES:  # the limit is measured next to each mode, best of 3 each
             parse_s = _best_of(3, lambda: [parser.parse(d) for d in datas])
             tokenize_s = _best_of(3, lambda: [encode(t) for t in texts])
-            seconds[mode] = _best_of(3, lambda: run(mode))
+            seconds[mode] = _best_of(3, lambda mode=mode: run(mode))
             a, b = mb / parse_s, mb / tokenize_s
             limit = 1 / (1 / a + 1 / b)
             rate = mb / seconds[mode]
@@ -81,8 +81,8 @@ def main() -> None:
               "files/s (published Rust chunker, 48 cores)", files_per_s / RUST_FILES_PER_S)
         print(f"load average (other jobs share these {os.cpu_count()} cores): {os.getloadavg()[0]:.2f}")
         for mode in ("basic", "compilable"):
-            one = _best_of(2, lambda: run(mode), time.perf_counter)
-            two = _best_of(2, lambda: run(mode, workers=2), time.perf_counter)
+            one = _best_of(2, lambda mode=mode: run(mode), time.perf_counter)
+            two = _best_of(2, lambda mode=mode: run(mode, workers=2), time.perf_counter)
             _line(f"chunk {mode} 1 -> 2 workers", one / two, "x", 1.0, "x (1 worker)", one / two, 1.7)
 
 

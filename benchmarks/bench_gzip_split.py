@@ -57,7 +57,7 @@ def main() -> None:
         for parallel in sorted({1, cores}):
             index = Path(tmp) / f"rapid{parallel}.gzidx"
 
-            def rapid_pass():
+            def rapid_pass(parallel=parallel, index=index):
                 with rapidgzip.RapidgzipFile(open(gz, "rb"), parallelization=parallel) as f:
                     drain(f)
                     with open(index, "wb") as out:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from loader_bench_common import WORDS, published_loader, write_parquet
+
 from nanodata import corpus
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 from nanodata.testing.emulator import GcsEmulator

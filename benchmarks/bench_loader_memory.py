@@ -6,6 +6,7 @@ import gc
 import shutil
 
 from loader_bench_common import LookupTokenizer, number_corpus, published_loader, rss_mb
+
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 
 B, T, BUFFER, BATCHES, WARMUP = 8, 2048, 1000, 2000, 100

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench_loader_packing import seconds_per_batch
 from loader_bench_common import LookupTokenizer, number_corpus
+
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 
 B, T, BUFFER = 32, 2048, 1000

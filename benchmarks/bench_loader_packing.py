@@ -10,8 +10,8 @@ import shutil
 import time
 
 import torch
-
 from loader_bench_common import LookupTokenizer, doc_lengths, number_corpus, published_loader
+
 from nanodata.loader import simulate_crop_fraction, tokenizing_distributed_data_loader_with_state_bos_bestfit
 
 B, T, BUFFER = 32, 2048, 1000

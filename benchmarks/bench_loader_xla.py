@@ -23,6 +23,7 @@ import torch
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 from loader_bench_common import LookupTokenizer, number_corpus  # noqa: E402
+
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit  # noqa: E402
 
 B, T, BUFFER = 32, 2048, 1000

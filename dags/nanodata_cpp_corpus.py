@@ -36,8 +36,17 @@ Builds a C++ pretraining corpus:
 
 from __future__ import annotations
 
-from _common import (CPP_CORPUS, CPP_DEST, CPP_SETTINGS, CPP_SOURCE, DAG_DEFAULTS, MIN_TOKENS, log_report,
-                     run_target, uri_param)
+from _common import (
+    CPP_CORPUS,
+    CPP_DEST,
+    CPP_SETTINGS,
+    CPP_SOURCE,
+    DAG_DEFAULTS,
+    MIN_TOKENS,
+    log_report,
+    run_target,
+    uri_param,
+)
 from airflow.sdk import Param, dag, task
 
 from nanodata.ranges import MAX_TOKENS, PARTITION_MB, ROWS_PER_FILE  # the CLI's ranges (a light module)

@@ -38,8 +38,8 @@ BATCHES = 64  # mapped tasks per run: each downloads num_shards / 64 shards with
 def nanodata_fineweb_download():
     @task
     def plan(params=None) -> list[list[int]]:
-        from nanodata.pipeline.download import check_base_url
         from nanodata.jobs import fineweb
+        from nanodata.pipeline.download import check_base_url
 
         check_base_url(params["base_url"])  # Params are checked in words here, not by a regex in the form
         check_uris(params, "destination")

@@ -11,8 +11,16 @@ else the build `DESTINATION/latest.json` points at.
 
 from __future__ import annotations
 
-from _common import (CPP_CORPUS, CPP_DEST, DAG_DEFAULTS, TOKENIZER, check_uris, event_extras, optional_uri_param,
-                     uri_param)
+from _common import (
+    CPP_CORPUS,
+    CPP_DEST,
+    DAG_DEFAULTS,
+    TOKENIZER,
+    check_uris,
+    event_extras,
+    optional_uri_param,
+    uri_param,
+)
 from airflow.sdk import Param, dag, task
 
 from nanodata.ranges import MAX_CHARS, VOCAB_SIZE  # the CLI's ranges (a light module)

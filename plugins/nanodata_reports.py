@@ -16,17 +16,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from sqlalchemy import select
-
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.models.asset import AssetEvent, AssetModel
 from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy import select
+
 from nanodata import storage
-from nanodata.report import corpus_report, index
 from nanodata.errors import NanodataError
+from nanodata.report import corpus_report, index
 
 URL_PREFIX = "/nanodata-reports"
 CORPUS_ASSET = "nanodata_cpp_corpus"  # the corpus DAG's Asset (dags/_common.py CPP_CORPUS), emitted per build

@@ -91,7 +91,7 @@ def stream(data_dir: Path) -> tuple[int, float]:
     loader = tokenizing_distributed_data_loader_bos_bestfit(load("cl100k_base"), B, T, "train", device="cpu",
                                                             data_dir=str(data_dir))
     start, tokens = time.perf_counter(), 0
-    for _, (inputs, targets) in zip(range(BATCHES), loader):
+    for _, (inputs, targets) in zip(range(BATCHES), loader, strict=False):
         assert inputs.shape == (B, T) and targets.shape == (B, T)
         tokens += inputs.numel()
     return tokens, tokens / (time.perf_counter() - start)

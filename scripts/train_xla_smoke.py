@@ -155,7 +155,7 @@ def train(args, data_dir, tokenizer, B: int, T: int, torch_xla) -> int:
 
     restored = loader(saved)
     same = all(torch.equal(x.cpu(), a) and torch.equal(y.cpu(), b)
-               for (a, b), (x, y, _) in zip(later, (next(restored) for _ in later)))
+               for (a, b), (x, y, _) in zip(later, (next(restored) for _ in later), strict=False))
     first, last = losses[0], sum(losses[-5:]) / 5
     result = {"steps": args.steps, "B": B, "T": T, "vocab": tokenizer.n_vocab, "first_loss": first,
               "last5_loss": last, "loss_fell": last < 0.8 * first and math.isfinite(last),

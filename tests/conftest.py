@@ -3,9 +3,8 @@
 import os
 
 import pytest
-from hypothesis import settings
-
 from corpus import write_corpus
+from hypothesis import settings
 
 # Property tests are derandomized everywhere: an example found at random would otherwise fail one run in many,
 # in CI as anywhere. Found examples are kept as explicit @example where they were found. Under CI there is no

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from nanodata.corpus.layout import COMPLETE, MANIFEST, Manifest
 from nanodata.errors import NanodataError
+from nanodata.ranges import ATTEMPTS, BACKOFF_S, DEADLINE_S, POLL_INTERVAL_S, THREAD_WORKERS, flag
 from nanodata.storage.retry import check_range, check_retry_args, one_line, with_retries
 from nanodata.storage.sides import Entry, GcsSide, LocalSide, open_side, safe_relative_name
 from nanodata.storage.uri import is_gcs, read_bytes
-from nanodata.ranges import flag, ATTEMPTS, BACKOFF_S, DEADLINE_S, POLL_INTERVAL_S, THREAD_WORKERS
 
 log = logging.getLogger(__name__)
 

@@ -27,14 +27,15 @@ import time
 from pathlib import Path
 
 from nanodata import storage
+from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
+from nanodata.jobs import MAX_MAPPED_TASKS, tail
+from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
-from nanodata.jobs import MAX_MAPPED_TASKS, tail
 from nanodata.ranges import PARTITION_MB
-from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
-from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
+from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
 

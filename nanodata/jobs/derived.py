@@ -10,11 +10,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from nanodata.corpus import fetch_dir, put_dir
 from nanodata.corpus.layout import is_complete, mark_complete, read_latest
 from nanodata.errors import NanodataError
-
-from nanodata.corpus import fetch_dir, put_dir
-from nanodata.storage import is_gcs, join_uri as join, read_json
+from nanodata.storage import is_gcs, read_json
+from nanodata.storage import join_uri as join
 
 
 def resolve_corpus(corpus: str | None, dest: str | None, event_extras: list[dict] = ()) -> str:

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata import storage
+from nanodata.corpus import put_dir
 from nanodata.corpus.layout import mark_complete
 from nanodata.dataset import open_parquet, read_texts
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.corpus import put_dir
 from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)

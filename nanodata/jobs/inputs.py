@@ -18,9 +18,10 @@ import os
 from pathlib import Path
 
 from nanodata import storage
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
 from nanodata.errors import NanodataError
-from nanodata.storage import is_gcs, join_uri as join
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
+from nanodata.storage import is_gcs
+from nanodata.storage import join_uri as join
 from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)

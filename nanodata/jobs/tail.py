@@ -36,9 +36,18 @@ from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, 
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
 from nanodata.pipeline.chunking.writer import from_staged
-from nanodata.pipeline.shuffle import (FILE_BYTES, ROW_GROUP_BYTES, ROW_GROUP_ROWS, SortedSpool, bucket_of, is_val,
-                                       shard_of, shuffle_key)
-from nanodata.storage import is_gcs, join_uri as join, read_json, write_json
+from nanodata.pipeline.shuffle import (
+    FILE_BYTES,
+    ROW_GROUP_BYTES,
+    ROW_GROUP_ROWS,
+    SortedSpool,
+    bucket_of,
+    is_val,
+    shard_of,
+    shuffle_key,
+)
+from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import join_uri as join
 from nanodata.storage.files import atomic_output
 
 log = logging.getLogger(__name__)

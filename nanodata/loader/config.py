@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from nanodata.errors import NanodataError, check_path
 from nanodata.loader.packing import CROP_POLICIES
 from nanodata.loader.remote import DEFAULT_CACHE_BYTES, check_cache_args
-from nanodata.ranges import (BATCH_ROWS, BUFFER_DOCS, CACHE_BYTES, LOADER_THREADS, LOGICAL_STREAMS,
-                             POLL_INTERVAL_S, PREFETCH, SEQ_LEN, TOKENIZER_BATCH)
+from nanodata.ranges import (
+    BATCH_ROWS,
+    BUFFER_DOCS,
+    CACHE_BYTES,
+    LOADER_THREADS,
+    LOGICAL_STREAMS,
+    POLL_INTERVAL_S,
+    PREFETCH,
+    SEQ_LEN,
+    TOKENIZER_BATCH,
+)
 
 SPLITS = ("train", "val")
 

@@ -34,7 +34,7 @@ from nanodata.loader.source import DocumentSource, LoaderClosed
 from nanodata.loader.state import STATE_VERSION, STREAMS_VERSION, plan_resume, tokenizer_identity
 from nanodata.loader.streams import Feed, Stream, prefetched, restore_docs
 from nanodata.loader.tokenize import batch_encoder
-from nanodata.ranges import (WORLD_SIZE)
+from nanodata.ranges import WORLD_SIZE
 
 
 def bestfit_loader(config: LoaderConfig, tokenizer, *, device="cuda", resume_state_dict=None):

@@ -37,11 +37,19 @@ import weakref
 from concurrent.futures import Future
 from pathlib import Path
 
-
 from nanodata.corpus.layout import COMPLETE, MANIFEST, split_names
-from nanodata.dataset import (RemoteParquet, corpus_location, files_for_split, footer_digest,
-                              list_parquet_files, manifest_checksums, open_parquet, parquet_fingerprint, read_manifest,
-                              read_texts)
+from nanodata.dataset import (
+    RemoteParquet,
+    corpus_location,
+    files_for_split,
+    footer_digest,
+    list_parquet_files,
+    manifest_checksums,
+    open_parquet,
+    parquet_fingerprint,
+    read_manifest,
+    read_texts,
+)
 from nanodata.errors import NanodataError
 from nanodata.loader.lifecycle import start_thread
 from nanodata.storage.files import atomic_write, crc32c_name, temp_name

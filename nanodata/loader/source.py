@@ -242,7 +242,7 @@ class DocumentSource:
         path = self.files.label(name)
         if not self.files.exists(name):
             raise NanodataError(f"resume_state_dict names {path}, which does not exist")
-        for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name)):
+        for field, then, now in zip(FINGERPRINT, recorded, self.fingerprint(name), strict=False):
             if then != now and None not in (then, now):  # crc32c: None before manifest.json is written
                 raise NanodataError(f"{path} changed since the resume state was saved: {field} was {then!r}, "
                                     f"is {now!r}")

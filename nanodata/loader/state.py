@@ -233,7 +233,7 @@ def _check_streams_state(state: dict, settings: dict, logical_streams, weights, 
     _require(type(state["next_stream"]) is int and 0 <= state["next_stream"] < len(owned), "next_stream",
              f"an index into this rank's {len(owned)} streams", state["next_stream"])
     n_sources = 1 if weights is None else len(weights)
-    for j, (stream, saved) in enumerate(zip(owned, streams)):
+    for j, (stream, saved) in enumerate(zip(owned, streams, strict=False)):
         _check_stream(saved, stream, n, n_sources, settings["streaming"], f"streams[{j}]")
     return n, reweighted
 

@@ -56,7 +56,7 @@ class Feed:
             texts, ids = self.source.next_slice()
             if self.tag is not None:
                 ids = [(self.tag, *doc_id) for doc_id in ids]
-            yield list(zip(self._tokenize(texts), ids)), self.source.state_dict()
+            yield list(zip(self._tokenize(texts), ids, strict=False)), self.source.state_dict()
 
     def read(self, ids) -> list[list[int]]:
         """The tokens of the documents a resume state names, in order."""
@@ -78,10 +78,10 @@ def restore_docs(feeds: list[Feed], slot_maps: list[dict], saved_ids, where: str
     tokens: list = [None] * len(ids)
     for source, feed in enumerate(feeds):  # one read per source, in the saved order within it
         mine = [i for i, doc_id in enumerate(ids) if doc_id[0] == source]
-        for i, doc_tokens in zip(mine, feed.read([ids[i][1:] for i in mine])):
+        for i, doc_tokens in zip(mine, feed.read([ids[i][1:] for i in mine]), strict=False):
             tokens[i] = doc_tokens
     restored = []
-    for i, (doc_tokens, doc_id, saved) in enumerate(zip(tokens, ids, saved_ids)):
+    for i, (doc_tokens, doc_id, saved) in enumerate(zip(tokens, ids, saved_ids, strict=False)):
         offset = saved[4] if len(saved) > 4 else 0
         if offset >= len(doc_tokens):
             raise NanodataError(f"resume_state_dict: {where}[{i}][{4 if tagged else 3}] must be below the document's "
@@ -118,7 +118,7 @@ class Stream:
     def _refill_mixture(self) -> bool:
         """Several sources: a slice's worth of documents, each from the source furthest below its share."""
         taken, weights, pending, counted, add = self.taken, self.weights, self.pending, self.counted, self.packer.add
-        shares = [t / w for t, w in zip(taken, weights)]  # only the drawn source's changes, per document
+        shares = [t / w for t, w in zip(taken, weights, strict=False)]  # only the drawn source's changes, per document
         others = range(1, len(shares))
         for _ in range(self.slice_size):
             best, lowest = 0, shares[0]
@@ -136,7 +136,7 @@ class Stream:
 
     def restore(self, saved: dict, restart_counts: bool) -> None:
         """Continue from a stream's saved part (version 3's form; a version 2 state converted to it)."""
-        slot_maps = [feed.source.load_state_dict(source) for feed, source in zip(self.feeds, saved["sources"])]
+        slot_maps = [feed.source.load_state_dict(source) for feed, source in zip(self.feeds, saved["sources"], strict=False)]
         where = f"streams[{self.index}]." if self.tagged else ""
         for i, source in enumerate(saved["sources"]):
             ids = [(i, *doc_id) for doc_id in source["pending"]]

@@ -24,9 +24,9 @@ import requests
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
+from nanodata.ranges import ATTEMPTS, BACKOFF_S, NUM_SHARDS, THREAD_WORKERS, TIMEOUT_S, flag
 from nanodata.storage.files import check_output_dir, temp_name
 from nanodata.storage.retry import CorruptTransfer, check_range, check_retry_args, land, with_retries
-from nanodata.ranges import flag, ATTEMPTS, BACKOFF_S, NUM_SHARDS, THREAD_WORKERS, TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def shard_names(num_shards: int, name_template: str = DEFAULT_TEMPLATE) -> list[
 def check_base_url(base_url: str) -> str:
     try:
         parts = urlsplit(base_url)
-        parts.port  # a port that is not a number raises here, not in every worker's request
+        _ = parts.port  # a port that is not a number raises here, not in every worker's request
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not base_url.isprintable():

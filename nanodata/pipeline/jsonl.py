@@ -159,7 +159,7 @@ def parse_doc(line: bytes) -> tuple:
     if n_tokens is not None and (type(n_tokens) is not int or not 0 <= n_tokens < 2 ** 63):
         raise BadLine("bad_metadata", f"'n_tokens' is {n_tokens!r}, not a non-negative integer")
     meta = tuple(obj.get(key) for key in META_STR)
-    for key, value in zip(META_STR, meta):
+    for key, value in zip(META_STR, meta, strict=False):
         if value is not None and not isinstance(value, str):
             raise BadLine("bad_metadata", f"{key!r} is a JSON {type(value).__name__}, not a string")
     try:
@@ -172,8 +172,8 @@ def parse_doc(line: bytes) -> tuple:
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
-    columns = list(zip(*rows)) if rows else [[] for _ in SCHEMA]
-    return pa.table([pa.array(col, type=field.type) for col, field in zip(columns, SCHEMA)], schema=SCHEMA)
+    columns = list(zip(*rows, strict=False)) if rows else [[] for _ in SCHEMA]
+    return pa.table([pa.array(col, type=field.type) for col, field in zip(columns, SCHEMA, strict=False)], schema=SCHEMA)
 
 
 def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
@@ -219,7 +219,7 @@ def parse_block(block: bytes) -> ParsedBlock:
     if table is not None:
         return ParsedBlock(table, np.arange(len(starts)), [], starts, ends)
     rows, index, bad = [], [], []
-    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=False)):
         try:
             rows.append(parse_doc(block[start:end].rstrip(b"\n")))
             index.append(i)

@@ -34,11 +34,11 @@ from tqdm import tqdm
 
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
-from nanodata.tokenizer import load
 from nanodata.pipeline.workers import process_pool
+from nanodata.ranges import PROCESS_WORKERS, SHARD_TOKENS, flag
+from nanodata.storage.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
 from nanodata.token_shards import META_FILE, META_VERSION, SHARD_FILE
-from nanodata.ranges import flag, PROCESS_WORKERS, SHARD_TOKENS
+from nanodata.tokenizer import load
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def pretokenize(input_dir: str | os.PathLike, tokenizer_spec: str, out_dir: str 
     n_docs = n_tokens = val_file_tokens = 0
     with tokenize_in_order(workers, (str(tokenizer_spec), dtype.str)) as tokenized, \
             tqdm(unit="tok", unit_scale=True, desc="pretokenize", disable=not progress) as bar:
-        for (path, _), (tokens, docs) in zip(tasks, tokenized(tasks)):
+        for (path, _), (tokens, docs) in zip(tasks, tokenized(tasks), strict=False):
             writer.add(tokens)
             n_docs += docs
             n_tokens += len(tokens)

@@ -44,7 +44,7 @@ def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:
         texts = texts.combine_chunks()
     offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
     data = memoryview(texts.buffers()[2] or b"")
-    return [text_digest(data[a:b]) for a, b in zip(offsets, offsets[1:])]
+    return [text_digest(data[a:b]) for a, b in zip(offsets, offsets[1:], strict=False)]
 
 
 def _seeded(digest: bytes, seed: int, what: str) -> int:

@@ -24,15 +24,13 @@ import logging
 import os
 from pathlib import Path
 
-
 from nanodata import __version__
 from nanodata.corpus.layout import COMPLETE, MANIFEST, VAL_NAME, Manifest, ShardEntry, shard_name
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_write, disk_errors
 from nanodata.pipeline.jsonl import parse_block, read_blocks
-from nanodata.pipeline.shuffle import (FILE_BYTES, ROW_GROUP_BYTES, SortedSpool, is_val, shuffle_key,
-                                       text_digests)
-from nanodata.ranges import flag, IDLE_TIMEOUT_S, ROWS_PER_FILE, ROW_GROUP_SIZE, SEED, VAL_FRACTION
+from nanodata.pipeline.shuffle import FILE_BYTES, ROW_GROUP_BYTES, SortedSpool, is_val, shuffle_key, text_digests
+from nanodata.ranges import IDLE_TIMEOUT_S, ROW_GROUP_SIZE, ROWS_PER_FILE, SEED, VAL_FRACTION, flag
+from nanodata.storage.files import atomic_write, disk_errors
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +113,7 @@ class Converter:
         parsed = parse_block(block)
         starts, ends = parsed.starts.tolist(), parsed.ends.tolist()
         digests = text_digests(parsed.table.column("text"))
-        row_of = dict(zip(parsed.lines.tolist(), range(len(digests))))
+        row_of = dict(zip(parsed.lines.tolist(), range(len(digests)), strict=False))
         bad = {line: (kind, detail) for line, kind, detail in parsed.bad}
         seed, fraction = self.params["seed"], self.params["val_fraction"]
         first_line_no = self.state["line_no"] + 1
@@ -173,7 +171,7 @@ class Converter:
         try:
             for _, block in read_blocks(self.out / VAL_SPOOL):
                 parsed = parse_block(block)
-                for line, digest in zip(parsed.lines.tolist(), text_digests(parsed.table.column("text"))):
+                for line, digest in zip(parsed.lines.tolist(), text_digests(parsed.table.column("text")), strict=False):
                     val.add(shuffle_key(digest, self.params["seed"]), block[parsed.starts[line]:parsed.ends[line]])
             [entry] = val.write(lambda _: self.out / VAL_NAME, rows_per_file=len(val), file_bytes=2 ** 62,
                                 row_group_rows=self.params["row_group_size"],

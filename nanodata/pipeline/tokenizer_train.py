@@ -18,9 +18,9 @@ from tqdm import tqdm
 
 from nanodata.dataset import files_for_split, open_parquet, parquets_iter_batched
 from nanodata.errors import NanodataError
+from nanodata.ranges import DOC_CAP, MAX_CHARS, VOCAB_SIZE, flag
 from nanodata.storage.files import check_output_dir
 from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, load, save_encoding_dir
-from nanodata.ranges import flag, DOC_CAP, MAX_CHARS, VOCAB_SIZE
 
 log = logging.getLogger(__name__)
 

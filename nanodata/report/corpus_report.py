@@ -31,10 +31,10 @@ from nanodata.corpus import fetch_dir, put_dir
 from nanodata.corpus.layout import MANIFEST, Manifest, is_complete
 from nanodata.dataset import open_parquet, read_manifest, read_texts, split_files
 from nanodata.errors import NanodataError
+from nanodata.ranges import REPORT_MAX_TOKENS, flag
+from nanodata.report.svgplot import bar_chart, grouped_bar_chart
 from nanodata.storage import exists, is_gcs, join_uri
 from nanodata.storage.files import atomic_write, disk_errors, file_digest
-from nanodata.report.svgplot import bar_chart, grouped_bar_chart
-from nanodata.ranges import flag, REPORT_MAX_TOKENS
 
 REPORT_DIR = "report"
 REPORT_JSON = "report.json"
@@ -101,8 +101,8 @@ def _shard_groups(path: Path, lengths: np.ndarray) -> dict[str, Counter]:
         summed = (pa.table({"key": keys, "tokens": pa.array(lengths, pa.int64())}).group_by("key")
                   .aggregate([("tokens", "count"), ("tokens", "sum")]))
         names = summed.column("key").to_pylist()
-        out[group] = Counter(dict(zip(names, summed.column("tokens_count").to_pylist())))
-        out[f"{group}_tokens"] = Counter(dict(zip(names, summed.column("tokens_sum").to_pylist())))
+        out[group] = Counter(dict(zip(names, summed.column("tokens_count").to_pylist(), strict=False)))
+        out[f"{group}_tokens"] = Counter(dict(zip(names, summed.column("tokens_sum").to_pylist(), strict=False)))
     return out
 
 
@@ -138,8 +138,8 @@ def _length_histogram(lengths: np.ndarray, max_tokens: int | None) -> dict[str, 
         edge *= 2
     edges.append(end)
     counts, _ = np.histogram(lengths, bins=edges)  # numpy's last bin is closed: [lo, end]
-    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:-1])] + [f"{edges[-2]}-{end}"]
-    histogram = dict(zip(labels, counts.tolist()))
+    labels = [f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:-1], strict=False)] + [f"{edges[-2]}-{end}"]
+    histogram = dict(zip(labels, counts.tolist(), strict=False))
     over = int((lengths > end).sum())
     if over:
         histogram[f">{end}"] = over
@@ -205,7 +205,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     if not has_n_tokens:
         per_shard = [_counted_lengths(path, encoding) for _, path in files]
     shards, train_lengths, groups = [], [], {}
-    for (split, path), lengths in zip(files, per_shard):
+    for (split, path), lengths in zip(files, per_shard, strict=False):
         shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
                        "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
         if split == "train":

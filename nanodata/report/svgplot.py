@@ -59,7 +59,7 @@ def grouped_bar_chart(title: str, labels: list[str], series: dict[str, list[floa
     show_values = len(labels) * len(series) <= 16  # value labels only while they do not overlap
     for s, (name, values) in enumerate(series.items()):
         color = COLORS[s % len(COLORS)]
-        for i, (label, v) in enumerate(zip(labels, values)):
+        for i, (label, v) in enumerate(zip(labels, values, strict=False)):
             h = plot_h * v / top
             x = LEFT + i * slot + slot * 0.1 + s * bar_w
             what = f"{label}, {name}" if name else label

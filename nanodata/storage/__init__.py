@@ -12,9 +12,26 @@ corpora, and importing it loads neither pyarrow nor torch (tests/storage/test_st
 """
 
 from nanodata.storage.gcs import gcs_client, iter_blobs, parse_gs, valid_bucket_name
-from nanodata.storage.uri import (check_uri, compression_of, content_digest, decompression_errors, delete_tree,
-                                  exists, is_gcs, join_uri, list_names, local_copy, open_decompressed, open_read,
-                                  open_seekable, read_bytes, read_json, write_bytes, write_file, write_json)
+from nanodata.storage.uri import (
+                                  check_uri,
+                                  compression_of,
+                                  content_digest,
+                                  decompression_errors,
+                                  delete_tree,
+                                  exists,
+                                  is_gcs,
+                                  join_uri,
+                                  list_names,
+                                  local_copy,
+                                  open_decompressed,
+                                  open_read,
+                                  open_seekable,
+                                  read_bytes,
+                                  read_json,
+                                  write_bytes,
+                                  write_file,
+                                  write_json,
+)
 
 __all__ = ["check_uri", "compression_of", "content_digest", "decompression_errors", "delete_tree", "exists",
            "gcs_client", "is_gcs", "iter_blobs", "join_uri", "list_names", "local_copy", "open_decompressed",

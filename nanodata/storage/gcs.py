@@ -85,7 +85,7 @@ def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None
     so wrapping the list call alone would retry nothing."""
     token = None
     while True:
-        def fetch_page():
+        def fetch_page(token=token):
             blobs = gcs_client().list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_token=token,
                                             retry=None, timeout=TIMEOUT)
             page = next(blobs.pages, None)

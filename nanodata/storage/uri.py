@@ -298,7 +298,7 @@ def delete_tree(uri_prefix: str | os.PathLike) -> int:
     names = [b.name for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")]
     client = gcs_client()
     for name in names:  # one by one: the emulator serves no batch requests; a gone object is no error
-        with_retries(lambda: _delete_blob(client.bucket(bucket).blob(name)), f"delete gs://{bucket}/{name}")
+        with_retries(lambda name=name: _delete_blob(client.bucket(bucket).blob(name)), f"delete gs://{bucket}/{name}")
     return len(names)
 
 

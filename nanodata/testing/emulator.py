@@ -21,7 +21,6 @@ import requests
 
 from nanodata.errors import NanodataError
 
-
 # Runs the emulator's own main() with two changes to its stdlib HTTP server: the listen backlog goes
 # from 5 to 128 (a client with more parallel connections than 5 otherwise sees resets and 1 s SYN
 # retransmits that real GCS never causes), and it prints the port it bound, so it can bind port 0
@@ -60,7 +59,7 @@ class GcsEmulator:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> "GcsEmulator":
+    def start(self) -> GcsEmulator:
         if self.running:
             return self
         cmd = [sys.executable, "-c", LAUNCH, "--data-dir", self.root,
@@ -127,7 +126,7 @@ class GcsEmulator:
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "GcsEmulator":
+    def __enter__(self) -> GcsEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:

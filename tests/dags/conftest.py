@@ -3,7 +3,6 @@
 import sys
 
 import pytest
-
 from airflow_test_home import AIRFLOW_HOME, REPO, airflow_db  # noqa: F401  (airflow_db: a fixture)
 
 # Airflow's dag-processor and task runner put the dags bundle on sys.path (BundleDagBag), which is

@@ -8,8 +8,8 @@ from dag_data import asset_events, task_states
 
 from nanodata import storage
 from nanodata.corpus import sync as corpus_sync
-from nanodata.jobs.derived import resolve_corpus
 from nanodata.errors import NanodataError
+from nanodata.jobs.derived import resolve_corpus
 
 
 @pytest.fixture(scope="module")

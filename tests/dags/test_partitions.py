@@ -15,8 +15,8 @@ import pytest
 from dag_data import run_steps, run_tail, write_cpp_source
 
 from nanodata import storage
-from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.jobs import cpp_corpus
+from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.report.corpus_report import report_build
 
@@ -97,7 +97,7 @@ def test_a_gzip_input_is_split_with_no_decompressed_copy(source, tmp_path):
     gz_ranges = sorted((pc["start"], pc["stop"]) for p in (stage / "partitions").glob("*.json")
                        for pc in json.loads(p.read_text())["pieces"] if pc["input"] == 1)
     assert len(gz_ranges) >= 2 and gz_ranges[0][0] == 0 and gz_ranges[-1][1] == decompressed
-    assert all(a[1] == b[0] for a, b in zip(gz_ranges, gz_ranges[1:]))  # contiguous, nothing read twice
+    assert all(a[1] == b[0] for a, b in zip(gz_ranges, gz_ranges[1:], strict=False))  # contiguous, nothing read twice
 
 
 def test_a_truncated_gzip_input_takes_the_checked_path(tmp_path):
@@ -125,7 +125,7 @@ def test_dedupe_keeps_the_first_occurrence_across_buckets(tmp_path):
     first = {}
     for n in range(3):
         lines = []
-        for line_no, i in enumerate(((n * 5 + 7 * k) % 12 for k in range(10)), start=1):
+        for i in ((n * 5 + 7 * k) % 12 for k in range(10)):
             lines.append(json.dumps({"text": texts[i], "path": f"f{i}.cpp", "repo": f"r{n}"}))
             first.setdefault(texts[i], f"r{n}/f{i}.cpp")
         (src / f"in{n}.jsonl").write_text("\n".join(lines) + "\n")

@@ -164,7 +164,7 @@ class AirflowDeployment:
         self.password = secrets.token_urlsafe(16)
         self._token: str | None = None
 
-    def __enter__(self) -> "AirflowDeployment":
+    def __enter__(self) -> AirflowDeployment:
         (self.home / "passwords.json").write_text(json.dumps({ADMIN: self.password}))
         try:
             for args in self.components:

@@ -1,8 +1,7 @@
 """The deployment tests' PostgreSQL and Redis: the machine's when they answer, else started here (services.py)."""
 
-import pytest
-
 import airflow_deploy
+import pytest
 import services
 
 

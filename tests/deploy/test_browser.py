@@ -26,7 +26,6 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pytest
-
 from airflow_deploy import ADMIN, AirflowDeployment, airflow_env, postgres_database, run_airflow
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra: make setup")

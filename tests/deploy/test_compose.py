@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from airflow_deploy import unknown_airflow_env
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,9 +15,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import requests
+from airflow_deploy import (
+    AirflowDeployment,
+    airflow_env,
+    celery_workers,
+    forget_queue,
+    group_alive,
+    postgres_database,
+    run_airflow,
+    unknown_airflow_env,
+)
 
-from airflow_deploy import (AirflowDeployment, airflow_env, celery_workers, forget_queue, group_alive,
-                            postgres_database, run_airflow, unknown_airflow_env)
 from nanodata import storage
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,6 @@ import uuid
 
 import psycopg2
 import redis
-
 import services
 
 

@@ -9,9 +9,9 @@ import re
 import shlex
 
 import pytest
-
 from corpus import write_corpus
 from faults import kill_at, kill_moments, nanodata_cmd, run_on_small_disk, same_tree, timed_run
+
 from nanodata.errors import NanodataError
 from nanodata.lite import DataLoaderLite
 

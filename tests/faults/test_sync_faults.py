@@ -2,13 +2,14 @@
 and of a download, then a re-run must leave exactly what a clean sync leaves; and a local disk that fills up
 during a download: one line naming the file, nothing partial under a final name, a re-run with space is clean."""
 
+import json
 import random
 import shutil
 
 import pytest
+from faults import kill_at, kill_moments, nanodata_cmd, run, run_on_small_disk, same_tree, timed_run
 from google.cloud import storage as gcs
 
-from faults import kill_at, kill_moments, nanodata_cmd, run, run_on_small_disk, same_tree, timed_run
 from nanodata.corpus.layout import COMPLETE, MANIFEST
 from nanodata.storage.gcs import RESUMABLE_THRESHOLD
 
@@ -25,7 +26,7 @@ def make_corpus(root, seed=SEED):
         (root / name).write_bytes(rng.randbytes(rng.randint(20_000, 300_000)))
     names.append("val_shard.parquet")
     (root / names[-1]).write_bytes(rng.randbytes(RESUMABLE_THRESHOLD + 500_000))
-    (root / MANIFEST).write_text('{"shards": [%s]}' % ", ".join(f'{{"name": "{n}"}}' for n in names))
+    (root / MANIFEST).write_text(json.dumps({"shards": [{"name": n} for n in names]}))
     (root / COMPLETE).write_bytes(b"")
     return root
 

@@ -10,7 +10,6 @@ import re
 import shlex
 
 import pytest
-
 from corpus import make_docs
 from faults import kill_at, kill_moments, nanodata_cmd, run, run_on_small_disk, same_tree, timed_run
 

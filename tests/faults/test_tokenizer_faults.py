@@ -4,8 +4,8 @@ import re
 import shlex
 
 import pytest
-
 from faults import nanodata_cmd, run_on_small_disk, same_tree, timed_run
+
 from nanodata.errors import NanodataError
 from nanodata.tokenizer import load
 

@@ -5,10 +5,16 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from corpus import make_docs, write_corpus, write_parquet
-from nanodata.dataset import (files_for_split, list_parquet_files, parquets_iter_batched, read_texts,
-                              split_files, open_parquet)
+
+from nanodata.dataset import (
+    files_for_split,
+    list_parquet_files,
+    open_parquet,
+    parquets_iter_batched,
+    read_texts,
+    split_files,
+)
 from nanodata.errors import NanodataError
 
 

@@ -64,7 +64,7 @@ def test_matches_build_nanogpt_single_process(shard_dir):
 def test_ranks_interleave_and_switch_shards_together(shard_dir):
     B, T, W = 2, 8, 3
     loaders = [DataLoaderLite(B, T, r, W, "train", shard_dir) for r in range(W)]
-    for step in range(60):
+    for _ in range(60):
         xs = [ld.next_batch() for ld in loaders]
         starts = [int(x[0, 0]) for x, _ in xs]
         shards = {s // 10000 for s in starts}

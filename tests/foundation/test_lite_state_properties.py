@@ -11,10 +11,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_lite import write_shards
 
 from nanodata.errors import NanodataError
 from nanodata.lite import STATE_TYPES, DataLoaderLite
-from test_lite import write_shards
 
 B, T, RANK, WORLD = 2, 8, 1, 2  # steps of 32 tokens; rank 1 starts at 16
 EPOCH_STEPS = 70  # shards of 1000, 700 and 430 tokens: 31 + 21 + 13 steps, then the run wraps

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus import make_docs, write_parquet
+
 from nanodata.errors import NanodataError
-from nanodata.tokenizer import SPECIAL_TOKENS, load
 from nanodata.pipeline.tokenizer_train import MAX_VOCAB, MIN_VOCAB, train_tokenizer
+from nanodata.tokenizer import SPECIAL_TOKENS, load
 
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
 

@@ -3,10 +3,12 @@
 import json
 
 import torch
-
 from corpus import make_docs, write_parquet
-from nanodata.loader import (tokenizing_distributed_data_loader_with_state,
-                             tokenizing_distributed_data_loader_with_state_bos_bestfit)
+
+from nanodata.loader import (
+    tokenizing_distributed_data_loader_with_state,
+    tokenizing_distributed_data_loader_with_state_bos_bestfit,
+)
 from nanodata.storage.files import file_digest
 
 
@@ -55,7 +57,7 @@ def write_manifest_corpus(data_dir, n_train=3, seed=70):
 
 def assert_same_batches(a, b):
     assert len(a) == len(b)
-    for k, ((x1, y1, s1), (x2, y2, s2)) in enumerate(zip(a, b)):
+    for k, ((x1, y1, s1), (x2, y2, s2)) in enumerate(zip(a, b, strict=False)):
         assert torch.equal(x1, x2) and torch.equal(y1, y2), f"batch {k}"
         assert s1 == s2, f"state {k}"
 

@@ -3,11 +3,14 @@
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from corpus import write_parquet
+
 from nanodata.errors import NanodataError
-from nanodata.loader import (tokenizing_distributed_data_loader, tokenizing_distributed_data_loader_bos_bestfit,
-                             tokenizing_distributed_data_loader_with_state_bos_bestfit)
+from nanodata.loader import (
+    tokenizing_distributed_data_loader,
+    tokenizing_distributed_data_loader_bos_bestfit,
+    tokenizing_distributed_data_loader_with_state_bos_bestfit,
+)
 
 
 def _loader(tokenizer, data_dir, B=2, T=16, **kwargs):

@@ -40,7 +40,7 @@ def _check_doc_info(inputs, info, bos):
     starts = [i for i in range(B * T) if i % T == 0 or flat[i] == bos]
     assert cu[:len(starts)].tolist() == starts and (cu[len(starts):] == B * T).all()
     expected = torch.empty(B * T, dtype=torch.long)
-    for begin, end in zip(starts, starts[1:] + [B * T]):
+    for begin, end in zip(starts, starts[1:] + [B * T], strict=False):
         expected[begin:end] = torch.arange(end - begin)
     assert torch.equal(positions.reshape(-1), expected)
 

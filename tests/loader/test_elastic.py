@@ -6,12 +6,12 @@ incomplete lists and single states at another world size are refused in one line
 import json
 
 import numpy as np
+import published_loader
 import pytest
 import torch
-
-import published_loader
 from loader_helpers import as_json, take
 from markers import MarkerTokenizer, check_each_document_used_once, write_marker_corpus
+
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 
 B, T = 3, 24
@@ -29,7 +29,7 @@ def _loader(data_dirs, rank, world_size, weights=None, **kwargs):
     if weights is None:
         kwargs["data_dir"] = data_dirs[0]
     else:
-        kwargs["sources"] = [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights)]
+        kwargs["sources"] = [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights, strict=False)]
     return tokenizing_distributed_data_loader_with_state_bos_bestfit(MarkerTokenizer(), B, T, "train", rank=rank,
                                                                      world_size=world_size, **kwargs)
 
@@ -50,7 +50,7 @@ def _elastic_runs(data_dirs, worlds, steps, **kwargs):
     """Runs at worlds[0], then resumed from all ranks' states at worlds[1], ...; all rows and the final states."""
     rows, states = _run(data_dirs, worlds[0], steps[0], **kwargs)
     all_rows = [rows]
-    for world_size, n in zip(worlds[1:], steps[1:]):
+    for world_size, n in zip(worlds[1:], steps[1:], strict=False):
         rows, states = _run(data_dirs, world_size, n, resume=states, **kwargs)
         all_rows.append(rows)
     return np.concatenate(all_rows), states
@@ -98,7 +98,7 @@ def test_the_list_at_the_same_world_size_resumes_exactly(marker_dirs, kwargs):
     for rank in range(2):
         for own in (states, states[rank]):
             resumed = take(_loader(marker_dirs, rank, 2, resume_state_dict=own, prefetch=2, **kwargs), 4)
-            for (inputs, targets, state), expected in zip(resumed, full[rank][5:]):
+            for (inputs, targets, state), expected in zip(resumed, full[rank][5:], strict=False):
                 assert torch.equal(inputs, expected[0]) and torch.equal(targets, expected[1])
                 assert state == expected[2]
 

@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
-
 from corpus import make_docs, write_parquet
 from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
+
 from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError
 from nanodata.loader.source import DocumentSource

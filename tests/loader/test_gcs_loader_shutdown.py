@@ -8,10 +8,10 @@ import gc
 import threading
 import time
 
-import pytest
-
 import gcs_exit
+import pytest
 from loader_helpers import small_bestfit
+
 from nanodata.loader import lifecycle
 
 

@@ -10,16 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-
 from loader_helpers import take
 from markers import MARKER, MarkerTokenizer, check_each_document_used_once, write_marker_corpus
+
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 
 
 def _mixture(data_dirs, weights, B=3, T=24, **kwargs):
     kwargs = {"tokenizer_batch_size": 4, "buffer_size": 10, "device": "cpu", "prefetch": 0,
               "tokenizer": MarkerTokenizer(), **kwargs}
-    sources = [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights)]
+    sources = [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights, strict=False)]
     return tokenizing_distributed_data_loader_with_state_bos_bestfit(B=B, T=T, split="train", sources=sources,
                                                                      **kwargs)
 

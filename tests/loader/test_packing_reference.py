@@ -4,13 +4,16 @@ implementation in published_loader.py over several (B, T, buffer_size, world_siz
 import random
 
 import numpy as np
+import published_loader
 import pytest
 import torch
-
-import published_loader
 from loader_helpers import write_small_corpus
-from nanodata.loader import (simulate_crop_fraction, tokenizing_distributed_data_loader_with_state,
-                             tokenizing_distributed_data_loader_with_state_bos_bestfit)
+
+from nanodata.loader import (
+    simulate_crop_fraction,
+    tokenizing_distributed_data_loader_with_state,
+    tokenizing_distributed_data_loader_with_state_bos_bestfit,
+)
 from nanodata.loader.packing import LengthSet
 
 SETTINGS = [  # B, T, buffer_size, world_size, tokenizer_batch_size

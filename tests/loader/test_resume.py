@@ -3,13 +3,15 @@ at many k including epoch boundaries, after two consecutive resumes, with prefet
 
 import json
 
+import published_loader
 import pytest
 import torch
-
-import published_loader
 from loader_helpers import small_bestfit, small_concat, take, write_small_corpus
-from nanodata.loader import (tokenizing_distributed_data_loader_with_state,
-                             tokenizing_distributed_data_loader_with_state_bos_bestfit)
+
+from nanodata.loader import (
+    tokenizing_distributed_data_loader_with_state,
+    tokenizing_distributed_data_loader_with_state_bos_bestfit,
+)
 
 N = 60
 

@@ -4,8 +4,8 @@ for any other tokenizer by calling its encode."""
 
 import numpy as np
 import pytest
-
 from corpus import make_docs
+
 from nanodata.loader.packing import with_bos
 from nanodata.loader.tokenize import batch_encoder
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from markers import check_each_document_used_once, write_marker_corpus
 from torchrun_elastic import LOGICAL_STREAMS, elastic_loader, take
 

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))  # torchrun runs this file as a script: markers.py is beside it
 from markers import MarkerTokenizer  # noqa: E402
+
 from nanodata.loader import gather_states, tokenizing_distributed_data_loader_with_state_bos_bestfit  # noqa: E402
 
 B, T, LOGICAL_STREAMS = 3, 24, 6
@@ -23,7 +24,7 @@ B, T, LOGICAL_STREAMS = 3, 24, 6
 def elastic_loader(data_dirs, weights, resume=None, **kwargs):
     """Small sizes so that an epoch passes in a few dozen batches: a buffer of 10 docs, slices of 4; read ahead."""
     where = ({"data_dir": data_dirs[0]} if weights is None else
-             {"sources": [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights)]})
+             {"sources": [{"data_dir": str(d), "weight": w} for d, w in zip(data_dirs, weights, strict=False)]})
     return tokenizing_distributed_data_loader_with_state_bos_bestfit(
         MarkerTokenizer(), B, T, "train", tokenizer_batch_size=4, device="cpu", resume_state_dict=resume,
         buffer_size=10, logical_streams=LOGICAL_STREAMS, prefetch=2, **where, **kwargs)

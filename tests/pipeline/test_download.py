@@ -6,13 +6,14 @@ import sys
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from corpus import write_corpus
 from foundation.fault_server import FaultServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanodata.errors import NanodataError
 from nanodata.pipeline import download
 from nanodata.pipeline.download import download_shards, download_single_file
-from nanodata.errors import NanodataError
 
 
 @pytest.fixture
@@ -95,11 +96,11 @@ def test_backoff_is_exponential_with_jitter_up_to_2_4_8_16(remote, tmp_path, mon
     remote.faults = {"shard_00000.parquet": ["500"] * 5}
     with pytest.raises(NanodataError, match="5 attempt"):
         download_single_file(0, remote.url, tmp_path / "data")
-    assert len(waits) == 4 and all(0 <= w <= ceiling for w, ceiling in zip(waits, [2, 4, 8, 16]))
+    assert len(waits) == 4 and all(0 <= w <= ceiling for w, ceiling in zip(waits, [2, 4, 8, 16], strict=False))
     assert len(set(waits)) == 4  # randomized, so parallel downloads do not retry in lockstep
     retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
     assert [m.split("; ")[-1] for m in retries] == [f"retry {k}/4 in up to {c:.2f}s" for k, c in
-                                                    zip(range(1, 5), [2, 4, 8, 16])]
+                                                    zip(range(1, 5), [2, 4, 8, 16], strict=False)]
     assert all(m.startswith("shard_00000.parquet: HTTPError") for m in retries)
 
 

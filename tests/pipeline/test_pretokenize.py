@@ -7,15 +7,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from corpus import make_docs, write_corpus, write_parquet
+
 from nanodata.dataset import parquets_iter_batched
 from nanodata.errors import NanodataError
-from nanodata.storage.files import file_digest
 from nanodata.lite import DataLoaderLite
 from nanodata.pipeline.pretokenize import pretokenize, shard_dtype
-from nanodata.tokenizer import load
 from nanodata.pipeline.tokenizer_train import train_tokenizer
+from nanodata.storage.files import file_digest
+from nanodata.tokenizer import load
 
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
 

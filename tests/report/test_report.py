@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from built_corpus import KINDS, MODES, source_of, write_built_corpus
-from nanodata.report import corpus_report as report
+
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import simulate_crop_fraction
+from nanodata.report import corpus_report as report
 
 SVG = "{http://www.w3.org/2000/svg}"
 

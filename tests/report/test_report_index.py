@@ -4,9 +4,10 @@ reports plugin's tests cover gs:// builds against the emulator)."""
 import json
 from pathlib import Path
 
+from built_corpus import write_built_corpus
+
 from nanodata.report import corpus_report as report
 from nanodata.report import index
-from built_corpus import write_built_corpus
 
 
 def test_find_builds_and_ensure_report(built, tmp_path):

@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from built_corpus import write_built_corpus
 from fastapi.testclient import TestClient
 
 from nanodata import corpus, storage
 from nanodata.report import corpus_report as report
-from built_corpus import write_built_corpus
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "nanodata_reports.py"
 

@@ -8,12 +8,12 @@ import pytest
 from google.cloud import storage as gcs
 
 from nanodata import corpus, storage
-from nanodata.storage import retry as transfer
-from nanodata.storage.gcs import RESUMABLE_THRESHOLD
-from nanodata.storage.sides import LocalSide, safe_relative_name
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
+from nanodata.storage import retry as transfer
 from nanodata.storage.files import file_digest
+from nanodata.storage.gcs import RESUMABLE_THRESHOLD
+from nanodata.storage.sides import LocalSide, safe_relative_name
 
 
 def make_source(root, n=12, size=3000, seed=0, manifest=True, complete=True):

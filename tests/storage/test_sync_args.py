@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from foundation.fault_server import FaultServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nanodata import storage
 from nanodata.cli import main as cli_main
 from nanodata.errors import NanodataError
-
 
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
 

@@ -6,13 +6,13 @@ import time
 
 import pytest
 import requests
-
 from foundation.fault_server import FaultServer
+
 from nanodata import corpus, storage
-from nanodata.pipeline.chunking.sources import tree_files
-from nanodata.testing.emulator import GcsEmulator
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.sources import tree_files
 from nanodata.storage.sides import GcsSide, LocalSide
+from nanodata.testing.emulator import GcsEmulator
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from itertools import islice
 
 import pytest
 import torch
+from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, take
 
 from nanodata.lite import DataLoaderLite
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit
 from nanodata.pipeline.pretokenize import pretokenize
-from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, take
 
 pytest.importorskip("torch_xla", reason=SKIP_REASON)
 

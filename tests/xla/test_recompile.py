@@ -3,9 +3,9 @@ the loader's batches on the XLA device compiles during warm-up and never again."
 
 import pytest
 import torch
+from xla_helpers import SKIP_REASON, SMALL, B, T, epochs
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit
-from xla_helpers import SKIP_REASON, SMALL, B, T, epochs
 
 pytest.importorskip("torch_xla", reason=SKIP_REASON)
 

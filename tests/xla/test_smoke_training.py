@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from xla_helpers import SKIP_REASON
 
 pytest.importorskip("torch_xla", reason=SKIP_REASON)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, take
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit
-from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, take
 
 pytest.importorskip("torch_xla", reason=SKIP_REASON)
 
@@ -27,7 +27,7 @@ def doc_numbers(tokenizer, batches) -> set[str]:
     for inputs, targets, _ in batches:
         for row in torch.cat([inputs, targets[:, -1:]], dim=1).tolist():
             starts = [i for i, token in enumerate(row) if token == bos] + [len(row)]
-            for begin, end in zip(starts, starts[1:]):
+            for begin, end in zip(starts, starts[1:], strict=False):
                 match = re.match(r"doc\d+-\d+:", tokenizer.decode(row[begin + 1:end]))
                 if match:
                     names.add(match.group())

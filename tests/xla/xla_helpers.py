@@ -5,7 +5,6 @@ Importable without torch_xla (the conftest's fixtures and the skip reason need i
 import json
 
 import torch
-
 from corpus import make_docs, write_parquet
 
 SKIP_REASON = ("torch_xla is not installed here: the TPU path runs in its own environment, `make test-xla` "
@@ -37,7 +36,7 @@ def take(loader, n):
 
 def assert_same_batches(expected, got):
     assert len(expected) == len(got)
-    for k, ((x1, y1, s1), (x2, y2, s2)) in enumerate(zip(expected, got)):
+    for k, ((x1, y1, s1), (x2, y2, s2)) in enumerate(zip(expected, got, strict=False)):
         assert x2.dtype == x1.dtype == torch.long and x2.shape == x1.shape, f"batch {k}"
         assert torch.equal(x1, x2) and torch.equal(y1, y2), f"batch {k}: tokens differ"
         assert s1 == s2, f"batch {k}: state differs"

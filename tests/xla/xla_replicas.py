@@ -8,10 +8,10 @@ from pathlib import Path
 import torch
 import torch_xla
 import torch_xla.runtime as xr
+from xla_helpers import SMALL, B, T
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit
 from nanodata.tokenizer import load
-from xla_helpers import SMALL, B, T
 
 
 def replica(index: int, data_dir: str, out_dir: str, n: int) -> None:

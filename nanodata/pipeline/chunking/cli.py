@@ -6,7 +6,7 @@ import argparse
 
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import flag, CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS
+from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS, flag
 
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,

@@ -29,17 +29,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES, MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
-from nanodata.pipeline.chunking.sources import (CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text,
-                                       tree_items)
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
 from nanodata.pipeline.chunking.writer import JsonlWriter, staged_line, work_path
-from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
-from nanodata.storage import parse_gs
 from nanodata.pipeline.workers import process_pool
+from nanodata.storage import parse_gs
+from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 MIN_TOKENS = 16

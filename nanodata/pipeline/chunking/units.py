@@ -428,7 +428,7 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
                 raw = data[start:end]  # bytes: decode only the distinct names
                 qualifier = _call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else _type_qualifier(node)
                 buckets[i].setdefault(raw, set()).add(qualifier)
-    for unit, calls, types in zip(units, found["call"], found["type"]):
+    for unit, calls, types in zip(units, found["call"], found["type"], strict=False):
         qualifiers: dict[tuple, set] = {}
         for raw, used in calls.items():
             qualifiers.setdefault(("function", _last_name(raw.decode("utf-8", "replace"))), set()).update(used)

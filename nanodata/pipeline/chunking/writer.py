@@ -46,7 +46,7 @@ def _digest(text: str) -> bytes:
 def staged_line(doc: Doc, mode: str) -> bytes:
     """A doc as passes stage it for the merge: "DIGEST TOKENS SPLIT\\t" + its output line (the JSON line
     holds no raw tab or newline, so the first tab ends the header and the line ends with the doc)."""
-    return f"{_digest(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')}\t{doc_line(doc, mode)}".encode("utf-8")
+    return f"{_digest(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')}\t{doc_line(doc, mode)}".encode()
 
 
 def from_staged(line: bytes) -> tuple[bytes, int, bool, bytes]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.cli import main
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking import chunk_to_jsonl
 
 GOOD = LAYERS["calls.cpp"]
 NANODATA = str(Path(sys.executable).with_name("nanodata"))

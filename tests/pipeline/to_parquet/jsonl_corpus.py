@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
 from corpus import make_docs
 
 

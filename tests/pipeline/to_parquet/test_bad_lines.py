@@ -112,8 +112,9 @@ def test_a_line_that_is_not_utf8_is_a_bad_line_never_a_row(tmp_path, capsys):
 def test_bad_line_accounting_does_not_depend_on_block_size(tmp_path, monkeypatch):
     """Each kind of tricky line among clean ones: where the blocks are cut (a resumed run cuts them at its
     checkpoint) must not change a single byte of the output, manifest included."""
-    import nanodata.pipeline.jsonl
     from jsonl_corpus import file_bytes
+
+    import nanodata.pipeline.jsonl
 
     records = make_records(400, seed=4)
     tricky = [b"{broken", '{"text": "caf\u00e9"}'.encode("latin-1"), b"", b'{"text": "a"} {"text": "b"}',

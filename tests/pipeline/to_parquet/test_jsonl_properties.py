@@ -113,9 +113,9 @@ def read_all(path: Path, block_size: int | None) -> list[tuple]:
         assert start == offset
         offset += len(block)
         parsed = parse_block(block)
-        rows = dict(zip(parsed.lines.tolist(), parsed.table.column("text").to_pylist()))
+        rows = dict(zip(parsed.lines.tolist(), parsed.table.column("text").to_pylist(), strict=False))
         bad = {i: (kind,) for i, kind, detail in parsed.bad}
-        for i, _, detail in parsed.bad:
+        for _, _, detail in parsed.bad:
             assert "\n" not in detail
         assert not rows.keys() & bad.keys() and len(rows) + len(bad) == len(parsed.starts)
         verdicts += [("row", rows[i]) if i in rows else bad[i] for i in range(len(parsed.starts))]
@@ -144,7 +144,7 @@ def test_every_line_comes_out_once_whatever_the_block_size(lines, crlf, final_ne
         whole = read_all(path, None)
         assert read_all(path, block_size) == whole
     assert len(whole) == len(want)
-    for (line, _), verdict, got in zip(lines, want, whole):
+    for (line, _), verdict, got in zip(lines, want, whole, strict=False):
         assert got == (verdict or alone(line + (b"\r" if crlf else b""))), line
 
 

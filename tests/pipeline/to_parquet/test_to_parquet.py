@@ -200,7 +200,7 @@ def test_bad_arguments_are_one_line_errors_before_any_work(tmp_path, jsonl, caps
     (tmp_path / "a_dir").mkdir()
     names = {"file": tmp_path / "a_file", "dir": tmp_path / "a_dir"}
     args = {"--input": str(jsonl), "--out": str(tmp_path / "out")}
-    for flag, value in zip(argv[::2], argv[1::2]):
+    for flag, value in zip(argv[::2], argv[1::2], strict=False):
         args[flag] = value.format(**names)
     argv = [a for flag, value in args.items() for a in (flag, value)] + [a for a in argv if a == "--follow"]
     assert expected.format(**names) in cli_error(capsys, *argv)
