@@ -46,7 +46,6 @@ CPP_SETTINGS = {"source": "NANODATA_CPP_SOURCE", "destination": "NANODATA_CPP_DE
 CPP_DEST = os.environ.get("NANODATA_CPP_DEST", "gs://nanodata-demo/cpp")
 CPP_SOURCE = os.environ.get("NANODATA_CPP_SOURCE", "/usr/include/c++")
 FINEWEB_DEST = os.environ.get("NANODATA_FINEWEB_DEST", "gs://nanodata-demo/fineweb")
-MIN_TOKENS = 16  # nanodata.pipeline.chunking.pipeline.MIN_TOKENS (`nanodata chunk --max-tokens`): one minimum everywhere
 
 # No JSON-schema `pattern` on URIs: Airflow would answer a mismatch with the raw regex. The rule is said in
 # words here, and the run's first task checks it (nanodata.storage.check_uri) with a one-line error.

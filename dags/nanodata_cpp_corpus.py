@@ -42,14 +42,19 @@ from _common import (
     CPP_SETTINGS,
     CPP_SOURCE,
     DAG_DEFAULTS,
-    MIN_TOKENS,
     log_report,
     run_target,
     uri_param,
 )
 from airflow.sdk import Param, dag, task
 
-from nanodata.ranges import MAX_TOKENS, PARTITION_MB, ROWS_PER_FILE  # the CLI's ranges (a light module)
+from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
+    MAX_TOKENS,
+    MIN_TOKENS,
+    PARTITION_MB,
+    ROWS_PER_FILE,
+    VAL_FRACTION,
+)
 
 MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.pipeline.chunking.modes.MODES
 PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and the curious' setting)
@@ -77,19 +82,19 @@ def _build_params(params) -> dict:
                       description="basic: tree-sitter units; dep-aware: callees first; cross-file: pull callees "
                                   "from other files; project: files in include order; compilable: "
                                   "types then functions in dependency order."),
-        "max_tokens": Param(2048, type="integer", **MAX_TOKENS.param(), title="Max tokens per doc",
+        "max_tokens": Param(MAX_TOKENS.default, type="integer", **MAX_TOKENS.param(), title="Max tokens per doc",
                             description=f"Docs longer than this are split at function boundaries. From {MIN_TOKENS} "
                                         f"(as `nanodata chunk --max-tokens`) to {MAX_TOKENS.hi}."),
         # `minimum`, not exclusiveMinimum: the form enforces only the former, at the field
-        "partition_mb": Param(256, type="number", minimum=PARTITION_MB_MIN, maximum=PARTITION_MB.hi, title="Partition size (MB)",
+        "partition_mb": Param(PARTITION_MB.default, type="number", minimum=PARTITION_MB_MIN, maximum=PARTITION_MB.hi, title="Partition size (MB)",
                               description="Work is cut into partitions of about this many MB of source, one "
                                           "mapped task each. Smaller spreads a build over more workers; the "
                                           f"corpus is identical for any value. From {PARTITION_MB_MIN:g} to {PARTITION_MB.hi}."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
-        "rows_per_file": Param(50000, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
+        "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
                                description="Rows per parquet shard."),
-        "val_fraction": Param(0.01, type="number", minimum=0, maximum=0.5, title="Validation fraction",
+        "val_fraction": Param(VAL_FRACTION.default, type="number", minimum=0, maximum=0.5, title="Validation fraction",
                               description="Fraction of docs written to val_shard.parquet."),
     },
 )

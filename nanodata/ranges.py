@@ -33,6 +33,7 @@ class Range:
     lo_open: bool = False  # lo itself not allowed (a float that must be > 0)
     hi_open: bool = False  # hi itself not allowed (a fraction < 1)
     why: str = ""  # said after the range in the error, e.g. where a cap comes from
+    default: float | None = None  # the value when none is given: the CLI flag's, the DAG Param's, the config's
 
     def describe(self) -> str:
         what = "a whole number" if self.integer else "a finite number"
@@ -94,7 +95,7 @@ def flag(allowed: Range):
 
 
 # --- the ranges, by what they size ---------------------------------------------------------------
-PROCESS_WORKERS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS),
+PROCESS_WORKERS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS), default=1,
                         why=f"{PROCESS_WORKERS_PER_CPU} processes per CPU, {CPUS} CPUs here, at least 8")
 THREAD_WORKERS = Range(1, max(64, THREAD_WORKERS_PER_CPU * CPUS),
                        why=f"{THREAD_WORKERS_PER_CPU} threads per CPU, {CPUS} CPUs here, at least 64")
@@ -107,17 +108,17 @@ TIMEOUT_S = Range(0, 86_400, integer=False, lo_open=True)  # socket timeouts ove
 
 # chunk
 MIN_TOKENS = 16  # a doc must hold a preamble line and a function signature
-MAX_TOKENS = Range(MIN_TOKENS, 1 << 20)  # per-doc budget; the report allocates one bin per token
+MAX_TOKENS = Range(MIN_TOKENS, 1 << 20, default=2048)  # per-doc budget; the report allocates one bin per token
 REPORT_MAX_TOKENS = Range(1, MAX_TOKENS.hi)  # a report may bin a corpus by any budget
-CROSS_DEPTH = Range(0, 64)
-MAX_FILE_BYTES = Range(1, 1 << 30)  # a file is read and parsed whole
-PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True)
+CROSS_DEPTH = Range(0, 64, default=3)
+MAX_FILE_BYTES = Range(1, 1 << 30, default=500_000)  # a file is read and parsed whole
+PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True, default=256)
 
 # to-parquet
-ROWS_PER_FILE = Range(1, 10_000_000)  # a shard is shuffled in memory
-ROW_GROUP_SIZE = Range(1, 1_000_000)
-VAL_FRACTION = Range(0, 1, integer=False, hi_open=True)
-SEED = Range(0, 2**32 - 1)
+ROWS_PER_FILE = Range(1, 10_000_000, default=50_000)  # a shard is shuffled in memory
+ROW_GROUP_SIZE = Range(1, 1_000_000, default=1024)
+VAL_FRACTION = Range(0, 1, integer=False, hi_open=True, default=0.01)
+SEED = Range(0, 2**32 - 1, default=42)
 IDLE_TIMEOUT_S = Range(0, 7 * 86_400, integer=False)
 
 # pretokenize, tokenizer train
@@ -130,14 +131,14 @@ DOC_CAP = Range(1, 1 << 30)
 # the loaders (trainer-facing keyword arguments; each sizes a buffer, a thread count or a wait)
 BATCH_ROWS = Range(1, 1 << 20)  # B
 SEQ_LEN = Range(1, 1 << 24)  # T
-BUFFER_DOCS = Range(1, 10**7)  # buffer_size
-TOKENIZER_BATCH = Range(1, 1 << 20)  # tokenizer_batch_size: docs per slice
-LOADER_THREADS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS),
+BUFFER_DOCS = Range(1, 10**7, default=1000)  # buffer_size
+TOKENIZER_BATCH = Range(1, 1 << 20, default=128)  # tokenizer_batch_size: docs per slice
+LOADER_THREADS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS), default=4,
                        why=f"{PROCESS_WORKERS_PER_CPU} threads per CPU, {CPUS} CPUs here, at least 8")
 LOGICAL_STREAMS = Range(1, 1 << 16)
 WORLD_SIZE = Range(1, 1 << 20)
-PREFETCH = Range(0, 1024)  # batches kept ready
-CACHE_BYTES = Range(0, 1 << 50)
+PREFETCH = Range(0, 1024, default=2)  # batches kept ready
+CACHE_BYTES = Range(0, 1 << 50, default=4 << 30)
 
 # sync
 POLL_INTERVAL_S = Range(0, 86_400, integer=False, lo_open=True)  # sync --poll-interval, a streaming loader's

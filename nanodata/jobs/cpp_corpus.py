@@ -43,7 +43,6 @@ PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, bat
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
-DEFAULT_PARTITION_MB = 256
 MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
@@ -63,7 +62,7 @@ def _partition_name(number: int) -> str:
     return f"{number:05d}"
 
 
-def plan(source: str, dest: str, params: dict, partition_mb: float = DEFAULT_PARTITION_MB,
+def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_MB.default,
          max_batches: int = MAX_MAPPED_TASKS) -> dict:
     """List and hash the inputs, cut them into partitions; return the mapped tasks' batches:
     {"key", "stage", "parse": [...], "chunk": [...]} (parse is empty in local modes; both are empty
@@ -103,9 +102,9 @@ def _batch_partitions(stage: str, batch: int) -> list[int]:
 
 
 def _settings(mode: str, max_tokens: int, tokenizer: str) -> dict:
-    from nanodata.pipeline.chunking.pipeline import check_settings
+    from nanodata.pipeline.chunking.config import ChunkConfig
 
-    return check_settings(mode, max_tokens, tokenizer)
+    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer).worker_settings()
 
 
 def _each_partition(stage: str, batch: int, kind: str, work) -> dict:

@@ -52,13 +52,14 @@ from nanodata.dataset import (
 )
 from nanodata.errors import NanodataError
 from nanodata.loader.lifecycle import start_thread
+from nanodata.ranges import CACHE_BYTES
 from nanodata.storage.files import atomic_write, crc32c_name, temp_name
 from nanodata.storage.gcs import Bucket, ObjectInfo, replaced
 from nanodata.storage.retry import one_line
 
 log = logging.getLogger("nanodata.loader")
 
-DEFAULT_CACHE_BYTES = 4 << 30
+DEFAULT_CACHE_BYTES = CACHE_BYTES.default
 READ_AHEAD_BYTES = 64 << 20  # fetched beyond the row group being read (at least one row group)
 FETCH_THREADS = 4  # parallel ranged GETs: GCS throughput per connection is limited, latency is not CPU
 

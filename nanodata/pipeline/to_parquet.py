@@ -218,8 +218,9 @@ def bad_summary(bad_lines: dict) -> str:
     return ", ".join(f"{v['count']} {kind}" for kind, v in sorted(bad_lines.items())) or "none"
 
 
-def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = 50000, row_group_size: int = 1024,
-                     val_fraction: float = 0.01, seed: int = 42, follow: bool = False, idle_timeout: float = 60.0,
+def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = ROWS_PER_FILE.default,
+                     row_group_size: int = ROW_GROUP_SIZE.default, val_fraction: float = VAL_FRACTION.default,
+                     seed: int = SEED.default, follow: bool = False, idle_timeout: float = 60.0,
                      compression: str = "zstd", on_error: str = "skip", row_group_bytes: int = ROW_GROUP_BYTES,
                      shard_bytes: int = FILE_BYTES) -> dict:
     """Convert JSONL docs into parquet shards in out_dir (resuming a crashed run there); returns the manifest."""
@@ -284,12 +285,15 @@ def configure_parser(parser) -> None:
     parser.add_argument("--input", nargs="+", action="extend", required=True, metavar="JSONL",
                         help="JSONL file(s), read in the order given")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=50000, help="train docs per shard (default: 50000)")
-    parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=1024,
-                        help="docs per parquet row group; the loader strides row groups across ranks (default: 1024)")
-    parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=0.01,
-                        help="fraction of docs hashed into val_shard.parquet (default: 0.01)")
-    parser.add_argument("--seed", type=flag(SEED), default=42, help="seed of the within-shard shuffle (default: 42)")
+    parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=ROWS_PER_FILE.default,
+                        help=f"train docs per shard (default: {ROWS_PER_FILE.default})")
+    parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=ROW_GROUP_SIZE.default,
+                        help="docs per parquet row group; the loader strides row groups across ranks "
+                             f"(default: {ROW_GROUP_SIZE.default})")
+    parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=VAL_FRACTION.default,
+                        help=f"fraction of docs hashed into val_shard.parquet (default: {VAL_FRACTION.default})")
+    parser.add_argument("--seed", type=flag(SEED), default=SEED.default,
+                        help=f"seed of the shuffle and the val split (default: {SEED.default})")
     parser.add_argument("--follow", action="store_true",
                         help="tail inputs still being written; an input ends at its X.jsonl.done marker or "
                              "after --idle-timeout seconds without growth")

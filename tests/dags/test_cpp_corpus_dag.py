@@ -149,7 +149,7 @@ def test_invalid_params_are_rejected(dag, bucket, source, bad):
 
 def test_max_tokens_minimum_is_the_chunkers(dag):
     """One minimum: the form's (which the UI's number field raises a smaller value to) is `nanodata chunk`'s."""
-    from nanodata.pipeline.chunking.pipeline import MIN_TOKENS
+    from nanodata.ranges import MIN_TOKENS
 
     param = dag.params.get_param("max_tokens")
     assert param.schema["minimum"] == MIN_TOKENS and f"From {MIN_TOKENS} " in param.description

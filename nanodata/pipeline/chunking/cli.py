@@ -6,7 +6,7 @@ import argparse
 
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS, flag
+from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, MIN_TOKENS, PARTITION_MB, PROCESS_WORKERS, flag
 
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
@@ -33,20 +33,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
     parser.add_argument("--output", required=True, help="output JSONL (written to OUTPUT.tmp, then renamed)")
     parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
-    parser.add_argument("--max-tokens", type=flag(MAX_TOKENS), default=2048, help="token budget per doc, >= 16 (default: 2048)")
+    parser.add_argument("--max-tokens", type=flag(MAX_TOKENS), default=MAX_TOKENS.default,
+                        help=f"token budget per doc, >= {MIN_TOKENS} (default: {MAX_TOKENS.default})")
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
-    parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=3,
-                        help="breadth-first depth of cross-file dependencies (default: 3)")
-    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=500_000,
-                        help="skip (and count) files larger than this (default: 500000)")
+    parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=CROSS_DEPTH.default,
+                        help=f"breadth-first depth of cross-file dependencies (default: {CROSS_DEPTH.default})")
+    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=MAX_FILE_BYTES.default,
+                        help=f"skip (and count) files larger than this (default: {MAX_FILE_BYTES.default})")
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
-    parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=1, help="processes; output is identical for any value")
-    parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=256,
+    parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
+                        help="processes; output is identical for any value")
+    parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=PARTITION_MB.default,
                         help="global modes: parse/emit in partitions of this many MB of source, staged on disk "
                              "next to OUTPUT, so memory stays bounded; output is identical for any value "
-                             "(default: 256)")
+                             f"(default: {PARTITION_MB.default:g})")
     parser.add_argument("--append", action="store_true",
                         help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
@@ -54,14 +56,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nanodata.pipeline.chunking.config import ChunkConfig
     from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
 
     extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
-    s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, mode=args.mode,
-                       max_tokens=args.max_tokens, tokenizer=args.tokenizer, cross_depth=args.cross_depth,
-                       max_file_bytes=args.max_file_bytes, workers=args.workers, strict=args.strict,
-                       extensions=extensions, append=args.append, progress=not args.no_progress,
-                       partition_mb=args.partition_mb)
+    config = ChunkConfig(mode=args.mode, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
+                         cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
+                         partition_mb=args.partition_mb, extensions=extensions)
+    s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, config=config,
+                       strict=args.strict, append=args.append, progress=not args.no_progress)
     print(f"chunk {s['mode']}: {s['files_read']} files read, {s['files_skipped']} skipped, "
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "

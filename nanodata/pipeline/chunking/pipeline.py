@@ -19,7 +19,6 @@ whatever the input size; results come back in input order.
 from __future__ import annotations
 
 import logging
-import math
 import pickle
 import shutil
 import time
@@ -30,10 +29,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.config import ChunkConfig
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES, MODES, Chunker, Index
+from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, SourceFile, jsonl_items, load_text, tree_items
+from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
 from nanodata.pipeline.chunking.writer import JsonlWriter, staged_line, work_path
 from nanodata.pipeline.workers import process_pool
@@ -41,11 +41,9 @@ from nanodata.storage import parse_gs
 from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
-MIN_TOKENS = 16
 WINDOW = 16            # items in flight per worker
 PROBLEMS_KEPT = 100
 PICKLE = pickle.HIGHEST_PROTOCOL
-DEFAULT_PARTITION_MB = 256
 MERGE_BATCH = 256   # docs handed to the writer at a time
 
 _state: dict = {}   # per process: the run's settings, its Counter and (emit) the GlobalIndex
@@ -184,26 +182,10 @@ def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
 
 # ---------------------------------------------------------------- the passes over one partition
 
-def check_settings(mode: str, max_tokens: int, tokenizer: str, cross_depth: int = 3, max_file_bytes: int = 1,
-                   workers: int = 1) -> dict:
-    """The settings of a run, checked before any work; a bad tokenizer fails here."""
-    if mode not in MODES:
-        raise NanodataError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
-    if max_tokens < MIN_TOKENS:
-        raise NanodataError(f"--max-tokens {max_tokens}: must be at least {MIN_TOKENS}")
-    if cross_depth < 0 or max_file_bytes <= 0 or workers < 1:
-        raise NanodataError(f"--cross-depth >= 0, --max-file-bytes > 0, --workers >= 1 required "
-                            f"(got {cross_depth}, {max_file_bytes}, {workers})")
-    counter_for(str(tokenizer))
-    return {"tokenizer": str(tokenizer), "mode": mode, "budget": max_tokens, "cross_depth": cross_depth}
-
-
-def check_run(output: Path, inputs, project_dirs, extensions: tuple, partition_mb: float) -> None:
-    """Where a run reads and writes, checked before any work."""
+def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
+    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
     if not inputs and not project_dirs:
         raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
-    if not (isinstance(partition_mb, (int, float)) and math.isfinite(partition_mb) and partition_mb > 0):
-        raise NanodataError(f"--partition-mb {partition_mb}: must be a number > 0")
     if project_dirs and not any(e.strip(".") for e in extensions):
         raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
     if output.is_dir():
@@ -313,18 +295,18 @@ def cut_by_bytes(items, limit: int):
         yield partition()
 
 
-def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_tokens=2048, tokenizer="cl100k_base",
-                   cross_depth=3, max_file_bytes=500_000, workers=1, strict=False,
-                   extensions=CPP_EXTENSIONS, append=False, progress=False,
-                   partition_mb: float = DEFAULT_PARTITION_MB) -> dict:
+def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | None = None, strict=False,
+                   append=False, progress=False, **settings) -> dict:
     """Chunk C++ from JSONL `inputs` (.jsonl, .jsonl.gz, .jsonl.zst; local or gs://) and/or `project_dirs`
-    into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input."""
-    settings = check_settings(mode, max_tokens, tokenizer, cross_depth, max_file_bytes, workers)
-    extensions = tuple(e.lower() for e in extensions)
+    into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input.
+    The settings: a ChunkConfig, or its fields as keywords (mode=, max_tokens=, tokenizer=, ...)."""
+    config = config if config is not None else ChunkConfig(**settings)
+    mode, max_tokens, workers, extensions = config.mode, config.max_tokens, config.workers, config.extensions
+    settings = config.worker_settings()
     output = Path(output)
-    check_run(output, inputs, project_dirs, extensions, partition_mb)
+    check_run(output, inputs, project_dirs, extensions)
     started = time.perf_counter()
-    items = input_items(inputs, project_dirs, extensions, max_file_bytes)
+    items = input_items(inputs, project_dirs, extensions, config.max_file_bytes)
     tally = Tally(strict=strict)
     with disk_errors(output):
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -340,7 +322,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
             shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
             work.mkdir()
             try:
-                index_counts = _global_run(items, settings, workers, tally, bar, work, int(partition_mb * 2 ** 20),
+                index_counts = _global_run(items, settings, workers, tally, bar, work, int(config.partition_mb * 2 ** 20),
                                            writer)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
@@ -360,7 +342,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), mode="basic", max_toke
     seconds = time.perf_counter() - started
     counts = tally.counts()
     summary = {
-        "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": str(tokenizer),
+        "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": config.tokenizer,
         **{k: counts[k] for k in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed")},
         "docs": writer.docs, "tokens": writer.tokens, "docs_split": writer.split,
         "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),

@@ -83,7 +83,7 @@ def test_nothing_usable_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"max_tokens": 15}, "--max-tokens 15: must be at least 16"),
+    ({"max_tokens": 15}, "--max-tokens must be a whole number >= 16 and <= 1048576, not 15"),
     ({"mode": "fancy"}, "--mode 'fancy'"),
     ({"inputs": ()}, "nothing to chunk"),
 ])

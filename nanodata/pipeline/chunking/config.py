@@ -1,0 +1,46 @@
+"""The chunker's settings as one frozen, keyword-only config, checked once in __post_init__: what `nanodata chunk`'s
+flags, the corpus DAG's Params and `chunk_to_jsonl`'s keywords all build. Ranges and defaults come from
+nanodata.ranges, the one table the three faces share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.modes import MODES
+from nanodata.pipeline.chunking.pack import counter_for
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkConfig:
+    """mode: one of MODES. max_tokens: the budget of every doc, counted with `tokenizer` (a tiktoken name or a
+    trained tokenizer directory). cross_depth: how far cross-file dependencies are followed. max_file_bytes: larger
+    files are skipped and counted. workers: processes (the output is the same for any). partition_mb: global modes
+    parse and emit partitions of this much source. extensions: the C++ files of a project directory."""
+    mode: str = "basic"
+    max_tokens: int = MAX_TOKENS.default
+    tokenizer: str = "cl100k_base"
+    cross_depth: int = CROSS_DEPTH.default
+    max_file_bytes: int = MAX_FILE_BYTES.default
+    workers: int = PROCESS_WORKERS.default
+    partition_mb: float = PARTITION_MB.default
+    extensions: tuple[str, ...] = CPP_EXTENSIONS
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise NanodataError(f"--mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        for name, allowed in (("--max-tokens", MAX_TOKENS), ("--cross-depth", CROSS_DEPTH),
+                              ("--max-file-bytes", MAX_FILE_BYTES), ("--workers", PROCESS_WORKERS),
+                              ("--partition-mb", PARTITION_MB)):
+            allowed.check(name, getattr(self, name[2:].replace("-", "_")))
+        object.__setattr__(self, "tokenizer", str(self.tokenizer))
+        object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
+        counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work
+
+    def worker_settings(self) -> dict:
+        """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
+        return {"tokenizer": self.tokenizer, "mode": self.mode, "budget": self.max_tokens,
+                "cross_depth": self.cross_depth}
