@@ -33,3 +33,11 @@ def write_corpus(data_dir: Path, n_files: int = 4, docs_per_file: int = 300, row
     """n_files parquet shards; with the default names the last one is val (nanochat convention)."""
     return [write_parquet(Path(data_dir) / names.format(i), make_docs(docs_per_file, seed=seed * 1000 + i),
                           row_group_size) for i in range(n_files)]
+
+
+def write_small_corpus(data_dir: Path, seed: int = 70) -> Path:
+    """3 train shards + 1 val shard (the last file) of 40 short docs in row groups of 8: epochs pass quickly."""
+    for i in range(4):
+        write_parquet(Path(data_dir) / f"shard_{i:05d}.parquet", make_docs(40, seed=seed + i, max_words=80),
+                      row_group_size=8)
+    return Path(data_dir)

@@ -4,7 +4,8 @@ wrappers over it, so a config and the same keyword arguments give the same batch
 import dataclasses
 
 import pytest
-from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
+from batches import take
+from loader_helpers import assert_same_batches, small_bestfit, small_concat, write_manifest_corpus
 
 from nanodata.errors import NanodataError
 from nanodata.loader import LoaderConfig, bestfit_loader, concat_loader

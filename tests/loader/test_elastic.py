@@ -9,7 +9,7 @@ import numpy as np
 import published_loader
 import pytest
 import torch
-from loader_helpers import as_json, take
+from batches import as_json, take
 from markers import MarkerTokenizer, check_each_document_used_once, write_marker_corpus
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit

@@ -6,8 +6,9 @@ import threading
 import time
 
 import pytest
+from batches import take
 from corpus import make_docs, write_parquet
-from loader_helpers import assert_same_batches, small_bestfit, small_concat, take, write_manifest_corpus
+from loader_helpers import assert_same_batches, small_bestfit, small_concat, write_manifest_corpus
 
 from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError

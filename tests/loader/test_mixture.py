@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from loader_helpers import take
+from batches import take
 from markers import MARKER, MarkerTokenizer, check_each_document_used_once, write_marker_corpus
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit

@@ -6,7 +6,8 @@ import json
 import published_loader
 import pytest
 import torch
-from loader_helpers import small_bestfit, small_concat, take, write_small_corpus
+from batches import take
+from loader_helpers import small_bestfit, small_concat, write_small_corpus
 
 from nanodata.loader import (
     tokenizing_distributed_data_loader_with_state,

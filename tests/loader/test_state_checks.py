@@ -6,8 +6,9 @@ import json
 import pytest
 import tiktoken
 import torch
+from batches import take
 from corpus import make_docs, write_parquet
-from loader_helpers import small_bestfit, small_concat, take, write_small_corpus
+from loader_helpers import small_bestfit, small_concat, write_small_corpus
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 from nanodata.storage.files import file_digest

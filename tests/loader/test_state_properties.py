@@ -7,9 +7,10 @@ import copy
 
 import pytest
 import torch
+from batches import take
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from loader_helpers import small_bestfit, small_concat, take, write_small_corpus
+from loader_helpers import small_bestfit, small_concat, write_small_corpus
 
 from nanodata.errors import NanodataError
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 import torch
+from batches import take
 from corpus import make_docs, write_parquet
-from loader_helpers import take
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit
 from nanodata.loader.source import DocumentSource

@@ -14,7 +14,7 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 @pytest.fixture
 def small_corpus(tmp_path):
-    from xla_helpers import write_small_corpus
+    from corpus import write_small_corpus
 
     return write_small_corpus(tmp_path / "small")
 

@@ -3,7 +3,9 @@ boundary and after a resume; every batch has one shape and dtype; a batch the ca
 
 import pytest
 import torch
-from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, epochs, take, write_small_corpus
+from batches import as_json, take
+from corpus import write_small_corpus
+from xla_helpers import SKIP_REASON, SMALL, B, T, assert_same_batches, epochs
 
 from nanodata.lite import DataLoaderLite
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit

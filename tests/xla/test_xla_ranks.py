@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from xla_helpers import SKIP_REASON, SMALL, B, T, as_json, assert_same_batches, take
+from batches import as_json, take
+from xla_helpers import SKIP_REASON, SMALL, B, T, assert_same_batches
 
 from nanodata.loader import tokenizing_distributed_data_loader_with_state_bos_bestfit as bestfit
 

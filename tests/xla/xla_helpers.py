@@ -2,36 +2,13 @@
 
 Importable without torch_xla (the conftest's fixtures and the skip reason need it in the main environment)."""
 
-import json
 
 import torch
-from corpus import make_docs, write_parquet
 
 SKIP_REASON = ("torch_xla is not installed here: the TPU path runs in its own environment, `make test-xla` "
                "(.venv-xla: torch 2.9 + torch-xla 2.9)")
 B, T = 2, 48  # small rows: an epoch of the small corpus is ~40 batches
 SMALL = {"tokenizer_batch_size": 8, "buffer_size": 30}
-
-
-def write_small_corpus(data_dir, seed: int = 70):
-    """3 train shards + 1 val shard (the last file) of 40 short docs in row groups of 8."""
-    for i in range(4):
-        write_parquet(data_dir / f"shard_{i:05d}.parquet", make_docs(40, seed=seed + i, max_words=80),
-                      row_group_size=8)
-    return data_dir
-
-
-def as_json(state):
-    return json.loads(json.dumps(state))
-
-
-def take(loader, n):
-    """n batches as (inputs, targets, state), the tensors copied to the host (the comparison is on values)."""
-    out = []
-    for _ in range(n):
-        inputs, targets, state, *_ = next(loader)
-        out.append((inputs.cpu().clone(), targets.cpu().clone(), as_json(state)))
-    return out
 
 
 def assert_same_batches(expected, got):
