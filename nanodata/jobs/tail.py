@@ -60,9 +60,19 @@ VAL_NAME = "val_shard.parquet"
 SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per shard task: a 200 MB input gives >= 8 shard tasks
 
 
+MIN_TASK_BYTES = 8 << 20  # a mapped task's fixed cost (a process, a few requests) is paid for this much data at least
+
+
 def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED_TASKS) -> int:
-    """B: about one bucket per partition's worth of input, so bucket tasks are as many and as big as chunk tasks."""
-    return max(1, min(limit, math.ceil(input_bytes / max(partition_bytes, 1))))
+    """B: about one bucket per partition's worth of input, so bucket tasks are as many and as big as chunk tasks,
+    but each holds MIN_TASK_BYTES of input at least: tiny partitions would otherwise start a task per few docs."""
+    return max(1, min(limit, math.ceil(input_bytes / max(partition_bytes, MIN_TASK_BYTES))))
+
+
+def shard_tasks(shards: int, doc_bytes: int) -> int:
+    """How many mapped tasks write the S train shards and val: each writes about SHARD_TARGET_BYTES of docs, so a
+    small rows_per_file makes more files, not more tasks."""
+    return max(1, min(shards + 1, MAX_MAPPED_TASKS, math.ceil(doc_bytes / SHARD_TARGET_BYTES)))
 
 
 def shard_count(docs: int, doc_bytes: int, rows_per_file: int, val_fraction: float) -> int:
@@ -142,7 +152,7 @@ def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_
         tail = {"buckets": plan_["buckets"], "shards": shards, "rows_per_file": rows_per_file,
                 "val_fraction": val_fraction, "partitions": plan_["partitions"],
                 "bucket_batches": batch_bounds(plan_["buckets"], MAX_MAPPED_TASKS),
-                "shard_batches": batch_bounds(shards + 1, MAX_MAPPED_TASKS)}  # shard S is val
+                "shard_batches": batch_bounds(shards + 1, shard_tasks(shards, doc_bytes))}  # shard S is val
         write_json(join(stage, TAIL), tail)
     log.info("build %s: %d buckets, %d train shards + val", key, tail["buckets"], tail["shards"])
     return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["bucket_batches"]))]

@@ -35,14 +35,14 @@ def write_cpp_source(root: Path) -> Path:
     return root
 
 
-def run_steps(src, dest: str, params: dict, partition_mb: float = 256, max_buckets: int | None = None):
+def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: int | None = None):
     """Every step of the DAG up to publish, in order, as its tasks call them: (plan result, chunk results,
-    published info). max_buckets caps the bucket count plan picks (the output must not depend on it)."""
+    published info). buckets replaces the bucket count plan picks (the output must not depend on it)."""
     from nanodata.jobs import cpp_corpus
 
     planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
-    if max_buckets is not None:
-        set_buckets(planned["stage"], max_buckets)
+    if buckets is not None:
+        set_buckets(planned["stage"], buckets)
     chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
@@ -56,7 +56,7 @@ def set_buckets(stage: str, buckets: int) -> None:
     from nanodata import storage
 
     plan = storage.read_json(f"{stage}/plan.json")
-    storage.write_json(f"{stage}/plan.json", {**plan, "buckets": min(plan["buckets"], buckets)})
+    storage.write_json(f"{stage}/plan.json", {**plan, "buckets": buckets})
 
 
 def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list[dict]:
