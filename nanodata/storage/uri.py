@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nanodata.errors import NanodataError
 from nanodata.storage.files import atomic_output, atomic_write, file_digest
-from nanodata.storage.gcs import TIMEOUT, iter_blobs, parse_gs
+from nanodata.storage.gcs import TIMEOUT, Bucket, iter_blobs, parse_gs
 from nanodata.storage.retry import with_retries
 from nanodata.storage.sides import COPY_BLOCK, Entry, GcsSide, LocalSide
 
@@ -77,21 +77,17 @@ COMPRESSED_SUFFIXES = {".gz": "gzip", ".zst": "zstd"}
 
 
 class _GcsRangeStream(io.RawIOBase):
-    """Bytes [start, stop) of one object version, fetched in ranged GETs, each retried.
+    """Bytes [start, stop) of one object version, fetched in ranged GETs through the one object reader (Bucket).
 
-    The generation is pinned at open: an object replaced mid-read is an error, never a mix of two versions."""
+    The version is pinned at open: an object replaced mid-read is an error, never a mix of two versions."""
 
     def __init__(self, uri: str, start: int, stop: int | None):
-        from google.api_core.exceptions import NotFound
-
-        side, name = _split(uri)
-        self.uri, self.blob = uri, side.blob(name)
-        try:
-            with_retries(lambda: self.blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
-        except NotFound:
-            raise NanodataError(f"{uri}: no such object") from None
-        self.generation = self.blob.generation
-        self.pos, self.stop = start, self.blob.size if stop is None else min(stop, self.blob.size)
+        directory, _, self.name = uri.rpartition("/")
+        self.uri, self.bucket = uri, Bucket(directory)
+        self.info = self.bucket.stat(self.name)
+        if self.info is None:
+            raise NanodataError(f"{uri}: no such object")
+        self.pos, self.stop = start, self.info.size if stop is None else min(stop, self.info.size)
         self.buffer = b""
 
     def readable(self) -> bool:
@@ -99,12 +95,7 @@ class _GcsRangeStream(io.RawIOBase):
 
     def readinto(self, out) -> int:
         if not self.buffer and self.pos < self.stop:
-            end = min(self.pos + READ_RANGE, self.stop) - 1
-            self.buffer = with_retries(lambda: self.blob.download_as_bytes(
-                start=self.pos, end=end, if_generation_match=self.generation, checksum=None, retry=None,
-                timeout=TIMEOUT), f"read {self.uri}")
-            if not self.buffer:
-                raise NanodataError(f"{self.uri}: object ended at byte {self.pos}, expected {self.stop}")
+            self.buffer = self.bucket.read(self.name, self.info, self.pos, min(self.pos + READ_RANGE, self.stop))
             self.pos += len(self.buffer)
         n = min(len(out), len(self.buffer))
         out[:n] = self.buffer[:n]
