@@ -57,7 +57,7 @@ ROUTED = "routed"     # routed/BBBBB.bin + .json: a bucket's kept docs grouped b
 SHARDS = "shards"     # shards/SSSSS.json: the files a shard task wrote
 TAIL = "tail.json"    # what route decided: buckets, shards, batches
 VAL_NAME = "val_shard.parquet"
-SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per shard task: a 200 MB input gives >= 8 shard tasks
+SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per train shard at most: a 200 MB input makes >= 8 shards
 
 
 MIN_TASK_BYTES = 8 << 20  # a mapped task's fixed cost (a process, a few requests) is paid for this much data at least
@@ -70,9 +70,9 @@ def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED
 
 
 def shard_tasks(shards: int, doc_bytes: int) -> int:
-    """How many mapped tasks write the S train shards and val: each writes about SHARD_TARGET_BYTES of docs, so a
+    """How many mapped tasks write the S train shards and val: each writes MIN_TASK_BYTES of docs at least, so a
     small rows_per_file makes more files, not more tasks."""
-    return max(1, min(shards + 1, MAX_MAPPED_TASKS, math.ceil(doc_bytes / SHARD_TARGET_BYTES)))
+    return max(1, min(shards + 1, MAX_MAPPED_TASKS, math.ceil(doc_bytes / MIN_TASK_BYTES)))
 
 
 def shard_count(docs: int, doc_bytes: int, rows_per_file: int, val_fraction: float) -> int:
