@@ -38,6 +38,18 @@ main(sys.argv[1:])
 """
 
 
+def stop_process(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM, then SIGKILL past `timeout` seconds: a server a test started is gone when this returns."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class GcsEmulator:
     """`with GcsEmulator() as emu:` → emulator answering at `emu.host` (set STORAGE_EMULATOR_HOST to it)."""
 
@@ -87,14 +99,8 @@ class GcsEmulator:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            stop_process(proc, timeout=5)
 
     def kill(self) -> None:
         """SIGKILL, no goodbye: the endpoint is gone as when its machine dies (fault tests); start() brings it back."""

