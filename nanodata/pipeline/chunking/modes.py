@@ -13,11 +13,11 @@ dependencies first, the root last) and hand them to `Packer`, which owns the bud
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
 from nanodata.pipeline.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
-from nanodata.pipeline.chunking.units import FileUnits
+from nanodata.pipeline.chunking.units import FileUnits, Part
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
@@ -49,31 +49,50 @@ class Index:
         return fu.text_of(fu.units[ref[1]]) if fu is not None else self.lookup.text(ref)
 
 
+LEAD = -1  # the last step of a ref naming the comments before a Part's opener
+
+
+def part_entry(fu: FileUnits, part: Part) -> tuple:
+    """A Part as a scope entry (see pack.DocBuilder): its opening and closing lines."""
+    close = (fu.texts[part.closer], fu.tokens[part.closer]) if part.closer >= 0 else ("", 0)
+    return fu.texts[part.opener], fu.tokens[part.opener], *close, ("part", part.opener)
+
+
 @dataclass
 class Packer:
     budget: int
     counter: Counter
     index: Index
+    # what had to be cut by lines: statements larger than the budget, regions tree-sitter could not parse
+    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "parse_error_regions": 0})
 
     def shape(self, ref) -> tuple[tuple, int]:
-        """(scope, tokens) of a unit (file, unit) or of a class member (file, unit, member)."""
+        """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
         if len(ref) == 2:
             unit = self.index.unit(ref)
             return unit.scope, unit.tokens
-        fu = self.index.files[ref[0]]
-        unit = fu.units[ref[1]]
-        return self.class_scope(fu, unit), sum(fu.tokens[s] for s in unit.members[ref[2]])
+        fu, scope, segments, _, _ = self.node(ref)
+        return scope, sum(fu.tokens[s] for s in segments)
 
     def text(self, ref) -> str:
         if len(ref) == 2:
             return self.index.text(ref)
-        fu = self.index.files[ref[0]]
-        return "".join(fu.texts[s] for s in fu.units[ref[1]].members[ref[2]])
+        fu, _, segments, _, _ = self.node(ref)
+        return "".join(fu.texts[s] for s in segments)
 
-    @staticmethod
-    def class_scope(fu, unit) -> tuple:
-        entry = (fu.texts[unit.opener], fu.tokens[unit.opener], fu.texts[unit.body], fu.tokens[unit.body])
-        return unit.scope + (entry,)
+    def node(self, ref) -> tuple:
+        """(file units, scope, segments, part, error) of what `ref` names: a unit, a member of its Part
+        at a path of member numbers (inside the openers of the Parts on the way), or (last step LEAD)
+        the comments before a Part's opener."""
+        fu = self.index.files[ref[0]]
+        node = fu.units[ref[1]]
+        scope = node.scope
+        for step in ref[2:]:
+            if step == LEAD:
+                return fu, scope, node.segments[:node.segments.index(node.part.opener)], None, False
+            scope = scope + (part_entry(fu, node.part),)
+            node = node.part.members[step]
+        return fu, scope, node.segments, node.part, node.error
 
     def preamble(self, f: int) -> list:
         """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""
@@ -101,29 +120,45 @@ class Packer:
             builder.add(scope, self.text(ref), tokens)
 
     def alone(self, ref, preamble: list, source: str, kind: str) -> list[Doc]:
-        """One unit that does not share a doc: with the preamble if it fits, bare, or split
-        (a class between its members, inside its re-opened class; anything else at line boundaries)."""
+        """One unit (or member) that does not share a doc: with the preamble if it fits, bare, or split
+        along the tree (its comments, then runs of whole members, each run inside the Part's opening
+        and closing lines); only what has no Part is cut by lines (`cut`)."""
         for pre in (preamble, []):
             builder = self.builder(pre)
             if self.fits(builder, [ref]):
                 self.add(builder, [ref])
                 return [builder.finish(kind, source)]
-        fu = self.index.files[ref[0]]
-        unit = fu.units[ref[1]]
-        if len(ref) == 2 and unit.members and DocBuilder(self.budget).fits(self.class_scope(fu, unit), 0):
-            return self.pack([[ref + (m,)] for m in range(len(unit.members))], [], source, "split")
-        pieces = split_text(self.text(ref), self.budget, self.counter)
-        return [Doc(piece, tokens, "split", source) for piece, tokens in pieces if piece.strip()]
+        fu, scope, segments, part, error = self.node(ref)
+        if part is not None and DocBuilder(self.budget).fits(scope + (part_entry(fu, part),), 0):
+            lead = [[ref + (LEAD,)]] if segments[0] != part.opener else []
+            return self.pack(lead + [[ref + (m,)] for m in range(len(part.members))], [], source, "split")
+        return self.cut(ref, scope, error, source)
+
+    def cut(self, ref, scope: tuple, error: bool, source: str) -> list[Doc]:
+        """A statement larger than the budget (a huge initializer) or a region tree-sitter could not
+        parse: cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
+        self.stats["parse_error_regions" if error else "oversized_statement_cuts"] += 1
+        wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
+        if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare
+            scope, wrapping = (), 0
+        docs = []
+        for piece, tokens in split_text(self.text(ref), self.budget - wrapping, self.counter):
+            if piece.strip():
+                builder = DocBuilder(self.budget)
+                builder.add(scope, piece, tokens)
+                docs.append(builder.finish("split", source, cut=True))
+        return docs
 
     def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
-        """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc."""
-        docs, builder, in_doc = [], self.builder(preamble), set()
+        """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc.
+        Docs after the first start with the preamble (the first holds the file's own preamble units)."""
+        docs, builder, in_doc = [], self.builder([]), set()
         for bundle in bundles:
             refs = [r for r in bundle if r not in in_doc]
             if not self.fits(builder, refs):
                 if builder.n_units:
                     docs.append(builder.finish(kind, source))
-                builder, in_doc, refs = self.builder(preamble), set(), list(bundle)
+                builder, in_doc, refs = self.builder(preamble if docs else []), set(), list(bundle)
                 while len(refs) > 1 and not self.fits(builder, refs):
                     refs = refs[1:]  # farthest dependencies go first
                 if not self.fits(builder, refs):
@@ -166,12 +201,10 @@ class Chunker:
         fu = self.index.files[f]
         if self.mode == "basic" and fu.whole_tokens <= self.packer.budget:
             return [Doc(fu.whole_text(), fu.whole_tokens, "file", source)]
-        preamble = self.packer.preamble(f)
-        skip = {"preamble"} if preamble else set()
-        others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function" and unit.kind not in skip]
+        preamble = self.packer.preamble(f)  # context for later docs: every unit is packed in place too
+        others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function"]
         if self.mode == "basic":
-            units = [(f, u) for u, unit in enumerate(fu.units) if unit.kind not in skip]
-            return self.packer.pack([[ref] for ref in units], preamble, source)
+            return self.packer.pack([[(f, u)] for u in range(len(fu.units))], preamble, source)
         functions = self.functions_callees_first(f)
         if self.mode == "dep-aware":
             return self.packer.pack([[ref] for ref in others + functions], preamble, source)

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.fidelity import line_depths
 from nanodata.tokenizer import load
 
 STATEMENT_ENDS = (";", "{", "}", ":")
@@ -85,6 +86,7 @@ class Doc:
     tokens: int
     kind: str
     source: str
+    cut: bool = False   # a piece of something cut by lines (see modes.Packer.cut): may be unbalanced
 
 
 def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
@@ -138,9 +140,9 @@ class DocBuilder:
         self.scope = scope
         self.n_units += 1
 
-    def finish(self, kind: str, source: str) -> Doc:
+    def finish(self, kind: str, source: str, cut: bool = False) -> Doc:
         text = "".join(self.pieces) + "".join(entry[2] for entry in reversed(self.scope))
-        return Doc(text, self.tokens + closing_cost(self.scope), kind, source)
+        return Doc(text, self.tokens + closing_cost(self.scope), kind, source, cut)
 
 
 def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
@@ -159,11 +161,26 @@ def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
     return pieces
 
 
+def _cut_at(lines: list[str], depths: list[int], start: int, end: int) -> int:
+    """Where a piece of lines[start:end] should end: the last balanced line, else a statement end in
+    its second half, else `end`."""
+    depth = depths[start - 1] if start else 0
+    for cut in range(end, start, -1):
+        if depths[cut - 1] == depth:
+            return cut
+    for cut in range(end, start + (end - start) // 2, -1):
+        if lines[cut - 1].rstrip().endswith(STATEMENT_ENDS) or not lines[cut - 1].strip():
+            return cut
+    return end
+
+
 def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]:
     """Cut `text` at line boundaries into pieces of at most `limit` tokens (exact counts).
 
-    Token offsets of one encoding of the whole text price every candidate cut; each piece is
-    then verified with the real tokenizer and shortened by a line if tokens merged across a cut.
+    A piece ends, where it can, at the last line that brings the brace/paren depth back to where the
+    piece started (fidelity.line_depths), so pieces of a balanced text balance; else on a statement
+    end in its second half. Token offsets of one encoding of the whole text price every candidate cut;
+    each piece is then verified with the real tokenizer and shortened by a line if tokens merged.
     """
     lines = []
     for line in text.splitlines(keepends=True):
@@ -171,15 +188,13 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
         lines.extend(_cut_line(line, limit, counter) if too_long else [line])
     line_ends = np.cumsum([len(line.encode("utf-8")) for line in lines])
     tokens_at = np.searchsorted(counter.token_ends(text), line_ends, side="right")  # tokens ending by each cut
+    depths = line_depths(lines)
     pieces, start = [], 0
     while start < len(lines):
         base = tokens_at[start - 1] if start else 0
         end = max(int(np.searchsorted(tokens_at, base + limit, side="right")), start + 1)
-        if end < len(lines):  # prefer ending on a statement in the second half of the piece
-            for cut in range(end, start + (end - start) // 2, -1):
-                if lines[cut - 1].rstrip().endswith(STATEMENT_ENDS) or not lines[cut - 1].strip():
-                    end = cut
-                    break
+        if end < len(lines):
+            end = _cut_at(lines, depths, start, end)
         while end > start + 1 and counter.count("".join(lines[start:end])) > limit:
             end -= 1
         piece = "".join(lines[start:end])

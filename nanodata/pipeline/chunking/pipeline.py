@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunking.fidelity import add_stats, file_stats, summarize
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
@@ -63,7 +64,9 @@ def _parse(src: SourceFile):
     text, problem = load_text(src)
     if problem is not None:
         return None, problem
-    return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic"), None
+    # a node of at most budget/2 bytes has at most budget/2 tokens: only larger ones may need cutting
+    return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
+                       split_bytes=_state["budget"] // 2), None
 
 
 def _chunker(files: dict) -> Chunker:
@@ -71,12 +74,20 @@ def _chunker(files: dict) -> Chunker:
                    _state["cross_depth"])
 
 
+def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
+    """A file's docs and their fidelity figures (the file's lines as its segments hold them)."""
+    chunker = _chunker({gid: fu})
+    docs = chunker.docs(gid, source)
+    stats = file_stats(fu.whole_text(), [d.text for d in docs], chunker.packer.stats)
+    return FileResult(gid, size, fu.syntax_errors, docs, rank=rank, project=project, stats=stats)
+
+
 def _chunk_file(src: SourceFile):
     """Local modes: one file in, its docs out."""
     fu, problem = _parse(src)
     if fu is None:
         return problem
-    return FileResult(src.gid, src.size, fu.syntax_errors, _chunker({src.gid: fu}).docs(src.gid, src.source))
+    return _chunked(src.gid, src.source, src.project, src.size, fu)
 
 
 def _parse_file(src: SourceFile):
@@ -90,9 +101,8 @@ def _parse_file(src: SourceFile):
 
 def _emit_file(row):
     """Global modes, pass 2: a stored file's docs, with the global index."""
-    gid, source, _, size, syntax_errors, blob, rank = row
-    fu = pickle.loads(blob)
-    return FileResult(gid, size, bool(syntax_errors), _chunker({gid: fu}).docs(gid, source), rank=rank)
+    gid, source, project, size, _, blob, rank = row
+    return _chunked(gid, source, project, size, pickle.loads(blob), rank)
 
 
 @dataclass
@@ -103,6 +113,8 @@ class FileResult:
     docs: list[Doc] = field(default_factory=list)
     payload: tuple | None = None
     rank: int = 0
+    project: str = ""
+    stats: dict | None = None   # fidelity.file_stats of its docs
 
 
 def _ordered_map(function, items, settings: dict, workers: int):
@@ -141,6 +153,7 @@ class Tally:
     docs: int = 0
     tokens: int = 0
     problems: list = field(default_factory=list)
+    fidelity: dict = field(default_factory=dict)   # project -> summed fidelity.file_stats
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -159,11 +172,15 @@ class Tally:
         self.syntax_errors += result.syntax_errors
         self.docs += len(result.docs)
         self.tokens += sum(d.tokens for d in result.docs)
+        if result.stats is not None:
+            add_stats(self.fidelity, result.project, result.stats)
 
     def add(self, other: dict) -> None:
         for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed"):
             setattr(self, name, getattr(self, name) + other[name])
         self.problems.extend(other["problems"][:PROBLEMS_KEPT - len(self.problems)])
+        for project, stats in other.get("fidelity", {}).items():
+            add_stats(self.fidelity, project, stats)
 
     def counts(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "strict"}
@@ -351,6 +368,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
         "problems": counts["problems"],
         # global modes: per project, names defined more than once with one qualification (never pulled)
         **{k: index_counts[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in index_counts},
+        # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)
+        "fidelity": summarize(counts["fidelity"]),
     }
     with disk_errors(output):
         writer.commit(summary)
@@ -378,5 +397,6 @@ def _global_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         docs = tmp / f"docs-{number:05d}.jsonl"
         parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
         store.unlink()
+    tally.fidelity = emitted.fidelity  # the emit pass makes the docs
     merge_docs(parts, writer)
     return counts

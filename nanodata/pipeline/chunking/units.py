@@ -7,6 +7,17 @@ A file becomes a table of *segments* (texts in source order: comments, declarati
 - type: class/struct/union/enum with a body, templates included;
 - function: definitions, templates and out-of-class methods included.
 Leading comments (and a same-line trailing comment) belong to the unit they sit next to.
+Nothing is left out: `#if`/`#elif`/`#else` lines and `#endif` become a *scope* around the units
+between them (like a namespace: a doc that holds any of those units re-opens `#if X` / `#if X` +
+`#else` and closes `#endif`), and what no unit claims (a stray `;`, comments before a `}`) is a decl
+unit of its own. So the units' segments plus their scopes' lines are every non-blank line of the file.
+
+A node larger than `split_bytes` (a function, class, `if`, `switch`, `case`, `#if` inside a class...)
+is laid out as a `Part`: its opening lines (signature through `{`), its children as members (each
+possibly a Part again) and its closing lines (`}`, `};`, `} while (x);`, `#endif`); the lines between two
+blocks (`} else {`, `} catch (E& e) {`) are members too. modes.Packer cuts such a node between members and
+gives each piece the opening and closing lines, so every piece balances its braces. (A node of at most
+split_bytes bytes has at most that many tokens: it never needs cutting.)
 
 Every segment's text is an exact span of the source made of whole lines: a node is widened to
 the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
@@ -31,6 +42,13 @@ LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
 CONDITIONALS = {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"}
 TYPE_SPECIFIERS = {"class_specifier", "struct_specifier", "union_specifier", "enum_specifier"}
+# Cutting a large node along the tree (_layout): the blocks whose children are its members, the clauses
+# read through (`} else {`), the nodes whose members follow a head line, the declarations holding a block.
+BLOCKS = {"compound_statement", "field_declaration_list", "declaration_list", "enumerator_list"}
+CLAUSES = {"else_clause", "catch_clause", "preproc_else", "preproc_elif", "preproc_elifdef"}
+HEADED = {"case_statement", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"}
+CONTAINERS = TYPE_SPECIFIERS | {"function_definition", "template_declaration", "declaration", "field_declaration",
+                                "type_definition"}
 # Small file-scope declarations of these kinds form the preamble every chunk of the file repeats.
 PREAMBLE_NODES = {"preproc_include", "preproc_def", "preproc_function_def", "preproc_call", "using_declaration",
                   "alias_declaration", "type_definition", "declaration", "template_declaration",
@@ -57,18 +75,34 @@ def parser() -> Parser:
 
 
 @dataclass
+class Member:
+    segments: list[int]         # its leading comments, the member itself (opener ... closer if a Part)
+    part: Part | None = None    # how to cut it, when it is large
+    error: bool = False         # tree-sitter found a syntax error inside it (cut by lines, counted)
+
+
+@dataclass
+class Part:
+    """A construct that may be cut between its members, each piece wrapped in opener ... closer."""
+    opener: int                 # segment: first lines through `{` (`case X:`, `#if X`)
+    closer: int                 # segment: `}` to its end; -1 when it has none (a case label)
+    members: list[Member]
+
+
+@dataclass
 class Unit:
     kind: str                   # preamble | decl | type | function
     name: str                   # simple name ("" for preamble/decl)
     owner: str                  # class of an out-of-class method or nested type ("A" for A::f, class A::It)
-    scope: tuple                # ((open text, tokens, close text, tokens), ...): namespaces / extern "C" around it
+    # ((open text, tokens, close text, tokens, key), ...): namespaces, extern "C", #if branches around it
+    scope: tuple
     segments: list[int]         # segment indices: leading comments, body, trailing comment
     body: int                   # the segment holding the code itself
     start: int                  # byte offsets of the body in the file
     end: int
     tokens: int = 0
-    members: list = field(default_factory=list)  # a class body's members (segment lists), for splitting
-    opener: int = -1            # with members: the `class X : Base {` segment; body is the `};` segment
+    part: Part | None = None    # large units: how to cut them (body is then the closer)
+    error: bool = False         # a syntax error inside: cut by lines, counted
     calls: tuple = ()           # simple names called, first occurrence order
     types: tuple = ()           # type names referenced, first occurrence order
     # ("function" | "type", name) -> last scope components (`b` for a::b::f) of a name every use of
@@ -84,6 +118,10 @@ class FileUnits:
     units: list[Unit]
     includes: list[str] = field(default_factory=list)
     syntax_errors: bool = False
+    order: list[int] = field(default_factory=list)  # segment indices in source order
+
+    def segments_of(self, member) -> list[int]:
+        return member.segments
 
     def text_of(self, unit: Unit) -> str:
         return "".join(self.texts[s] for s in unit.segments)
@@ -93,8 +131,8 @@ class FileUnits:
         return sum(self.tokens)
 
     def whole_text(self) -> str:
-        """The file with blank lines between declarations squeezed out (what 'a file that fits' emits)."""
-        return "".join(self.texts)
+        """The file with blank lines squeezed out (what 'a file that fits' emits), in source order."""
+        return "".join(self.texts[i] for i in self.order)
 
 
 def _inner(node):
@@ -180,28 +218,41 @@ def _is_definition(node) -> bool:
     return classify(node, named=False)[0] in ("type", "function")
 
 
-def _class_body(node):
-    inner = _inner(node)
-    for candidate in (inner, inner.child_by_field_name("type")):
-        if candidate is not None and candidate.type in TYPE_SPECIFIERS:
-            body = candidate.child_by_field_name("body")
-            return body if body is not None and body.type == "field_declaration_list" else None
-    return None
-
-
 def _last_row(node) -> int:
     row, column = node.end_point
     return row - 1 if column == 0 and row > node.start_point[0] else row  # preprocessor lines end after "\n"
 
 
+def _layout(node, out: list) -> None:
+    """Flatten a node into ("edge" | "member", child) items: the inner children of its blocks (and
+    of else/catch/#else clauses, `case X:` and `#if X` bodies) are members, the rest is edges."""
+    headed = node.type in HEADED
+    for child in node.children:
+        if child.type in BLOCKS and len(child.children) >= 2 and child.children[-1].end_byte > child.children[-1].start_byte:
+            out.append(("edge", child.children[0]))
+            out.extend(("member", c) for c in child.children[1:-1])
+            out.append(("edge", child.children[-1]))
+        elif child.type in CLAUSES or (child.type == "if_statement" and node.type == "else_clause"):
+            _layout(child, out)
+        elif child.type in CONTAINERS and not any(kind == "member" for kind, _ in out):
+            _layout(child, out)  # template<...> class X {, struct S {...} s;: down to the block
+        elif headed and child.is_named and child.start_point[0] > node.start_point[0]:
+            out.append(("member", child))
+        else:
+            out.append(("edge", child))
+
+
 class _Builder:
     """Walks the tree once, filling the segment table and the unit list."""
 
-    def __init__(self, data: bytes, named: bool):
+    def __init__(self, data: bytes, named: bool, split_bytes: int):
         self.data = data
         self.named = named
+        self.split_bytes = split_bytes
         self.spans: list[tuple[int, int]] = []   # segment byte ranges (of the nodes; widened to lines later)
-        self.closers: dict[int, int] = {}        # a wrapper's opener segment -> its `}` segment (-1: never closed)
+        self.closers: dict[tuple, int] = {}      # a scope key (its opener segments) -> its closer (-1: never closed)
+        self.pairs: dict[int, int] = {}          # opener -> closer segment of namespaces and Parts (for _line_texts)
+        self.conditional_keys: set[tuple] = set()
         self.units: list[Unit] = []
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
@@ -222,9 +273,8 @@ class _Builder:
             if kind == "comment":
                 index = self.segment(node.start_byte, node.end_byte)
                 unit, row = self.last
-                if row == node.start_point[0] and not self.pending:
-                    if unit is not None:  # `int x;  // why` stays with x
-                        unit.segments.append(index)
+                if row == node.start_point[0] and not self.pending and unit is not None:
+                    unit.segments.append(index)  # `int x;  // why` stays with x
                 else:
                     self.pending.append(index)
                 continue
@@ -239,10 +289,14 @@ class _Builder:
             elif kind == "ERROR" and i + 1 < len(children) and _is_definition(children[i + 1]):
                 # recovery split e.g. a template header from its function: keep them together
                 self.pending.append(self.segment(node.start_byte, node.end_byte))
-            elif kind == ";":
-                self.segment(node.start_byte, node.end_byte)
             else:
                 self._unit(node, scope)
+
+    def flush(self, scope: tuple) -> None:
+        """Comments no unit claimed (before a `}`, an `#endif`, the file's end): a unit of their own."""
+        if self.pending:
+            first, last = self.spans[self.pending[0]][0], self.spans[self.pending[-1]][1]
+            self._add(Unit("decl", "", "", scope, self.pending, self.pending[-1], first, last), -1)
 
     def _error_region(self, node, scope: tuple) -> None:
         """tree-sitter wrapped good code in an ERROR (macros it cannot see through): walk the good
@@ -257,8 +311,8 @@ class _Builder:
                 if index >= 0 and child is not None and _is_definition(child):
                     self.pending.append(index)  # e.g. `template<...>` cut off from its function
                 elif index >= 0:  # never preamble: such debris must not repeat in every chunk
-                    self._add(Unit("decl", "", "", scope, self.pending + [index],
-                                   index, loose[0].start_byte, loose[-1].end_byte), _last_row(loose[-1]))
+                    self._add(Unit("decl", "", "", scope, self.pending + [index], index, loose[0].start_byte,
+                                   loose[-1].end_byte, error=True), _last_row(loose[-1]))
                 loose = []
             if child is not None:
                 self.walk([child], scope)
@@ -276,48 +330,65 @@ class _Builder:
 
     def _unit(self, node, scope: tuple) -> None:
         kind, name, owner = classify(node, self.named)
-        if kind == "preamble" and scope:
+        if kind == "preamble" and any(key not in self.conditional_keys for key in scope):
             kind = "decl"  # declarations inside a namespace stay in their namespace
         if node.type == "preproc_include":
             path = node.child_by_field_name("path")
             if path is not None:
                 self.includes.append(path.text.decode("utf-8", "replace").strip("<>\""))
-        members_body = _class_body(node) if kind == "type" else None
-        if members_body is None:
-            body = self.segment(node.start_byte, node.end_byte)
-            unit = Unit(kind, name, owner, scope, self.pending + [body], body, node.start_byte, node.end_byte)
-        else:
-            unit = self._class_unit(node, members_body, name, owner, scope)
-        self._add(unit, _last_row(node))
-
-    def _class_unit(self, node, body, name: str, owner: str, scope: tuple) -> Unit:
-        """A class with its members as separate segments, so an oversized class splits between members."""
         leading = self.pending
-        opener = self.segment(node.start_byte, body.start_byte + 1)
-        members, pending, last_row, last_code = [], [], -1, -1
-        for child in body.children:
-            if child.type in ("{", "}") or child.start_byte == child.end_byte:
+        member = self._member(node)
+        body = member.part.closer if member.part is not None else member.segments[-1]
+        self._add(Unit(kind, name, owner, scope, leading + member.segments, body, node.start_byte, node.end_byte,
+                       part=member.part, error=member.error), _last_row(node))
+
+    def _member(self, node) -> Member:
+        """A node as one segment, or, when larger than split_bytes, as a Part (see the module docstring)."""
+        part = self._part(node) if node.end_byte - node.start_byte > self.split_bytes and node.type != "ERROR" else None
+        if part is None:
+            return Member([self.segment(node.start_byte, node.end_byte)], error=node.has_error)
+        segments = [part.opener] + [s for m in part.members for s in m.segments] + ([part.closer] if part.closer >= 0 else [])
+        return Member(segments, part)
+
+    def _part(self, node) -> Part | None:
+        items: list = []
+        _layout(node, items)
+        if not any(kind == "member" for kind, _ in items) or items[0][0] != "edge":
+            return None
+        runs: list = []  # ("edge", first, last) runs and ("member", node) items, in source order
+        for kind, child in items:
+            if child.end_byte == child.start_byte or child.type == "\n":
                 continue
-            if child.type in (";", ":") and last_code == len(self.spans) - 1:  # `public` + `:`, a stray `;`
-                self.spans[last_code] = (self.spans[last_code][0], child.end_byte)
-                continue
-            index = self.segment(child.start_byte, child.end_byte)
-            if index < 0:
-                continue
-            if child.type == "comment" and members and not pending and child.start_point[0] == last_row:
-                members[-1].append(index)  # same-line trailing comment
-            elif child.type == "comment":
-                pending.append(index)
+            if kind == "edge" and runs and runs[-1][0] == "edge":
+                runs[-1] = ("edge", runs[-1][1], child)
             else:
-                members.append(pending + [index])
-                pending, last_code = [], index
-            last_row = _last_row(child)
+                runs.append((kind, child, child))
+        if runs[-1][0] == "member" and node.type not in HEADED:
+            return None  # an unclosed block: not cut by the tree
+        opener = self.segment(node.start_byte, runs[0][2].end_byte)
+        members, pending, last_row = [], [], -1
+        for kind, first, last in runs[1:-1] if runs[-1][0] == "edge" else runs[1:]:
+            if kind == "edge":  # `} else {`: balanced on its own line(s)
+                members.append(Member(pending + [self.segment(first.start_byte, last.end_byte)]))
+                pending = []
+            elif first.type in (";", ":", ",") and members and members[-1].part is None:
+                index = members[-1].segments[-1]  # `public` + `:`, a stray `;`, an enumerator's `,`
+                self.spans[index] = (self.spans[index][0], first.end_byte)
+            elif first.type == "comment" and members and not pending and first.start_point[0] == last_row:
+                members[-1].segments.append(self.segment(first.start_byte, first.end_byte))  # trailing comment
+            elif first.type == "comment":
+                pending.append(self.segment(first.start_byte, first.end_byte))
+            else:
+                member = self._member(first)
+                member.segments[:0] = pending
+                members.append(member)
+                pending = []
+            last_row = _last_row(last)
         if pending:
-            members.append(pending)
-        closer = self.segment(body.end_byte - 1, node.end_byte)
-        segments = leading + [opener] + [s for member in members for s in member] + [closer]
-        return Unit("type", name, owner, scope, segments, closer, node.start_byte, node.end_byte,
-                    members=members, opener=opener)
+            members.append(Member(pending))
+        closer = self.segment(runs[-1][1].start_byte, node.end_byte) if runs[-1][0] == "edge" else -1
+        self.pairs[opener] = closer
+        return Part(opener, closer, members)
 
     @staticmethod
     def _body_list(node):
@@ -326,36 +397,62 @@ class _Builder:
 
     def _wrapper(self, node, scope: tuple) -> None:
         body = self._body_list(node)
+        self.flush(scope)  # comments before it stay before its opener
         opener = self.segment(node.start_byte, body.start_byte + 1)
         self.last = (None, -1)
-        self.walk([c for c in body.children if c.type not in ("{", "}")], scope + (opener,))
+        self.walk_scope([c for c in body.children if c.type not in ("{", "}")], scope + ((opener,),))
         close = body.children[-1] if body.children else None
         closed = close is not None and close.type == "}" and close.end_byte > close.start_byte
-        self.closers[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
+        self.closers[(opener,)] = self.pairs[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
         self.last = (None, _last_row(body))
 
-    def _conditional(self, node, scope: tuple) -> None:
-        # `#if X` / `#else` lines are kept in place in whole-file docs and dropped from chunks.
+    def walk_scope(self, children: list, scope: tuple) -> None:
+        """Walk the body of a namespace or #if branch; one without units still gets one (empty) unit,
+        so that a doc holds its opening and closing lines."""
+        count = len(self.units)
+        self.walk(children, scope)
+        self.flush(scope)
+        if len(self.units) == count:
+            self._add(Unit("decl", "", "", scope, [], -1, 0, 0), -1)
+
+    def _conditional(self, node, scope: tuple, heads: tuple = (), keys: list | None = None, trailing: list = ()) -> None:
+        """`#if X` ... `#elif Y` ... `#else` ... `#endif`: each branch is a scope whose opener is the heads
+        up to it (`#if X` + `#else` for the else branch) and whose closer is the `#endif`. `trailing`:
+        what tree-sitter placed after an alternative in its parent (it belongs to the last branch)."""
+        keys = [] if keys is None else keys
+        self.flush(scope)  # comments before it stay before its head
         head = node.child_by_field_name("condition") or node.child_by_field_name("name") or node.children[0]
-        self.segment(node.start_byte, head.end_byte)
+        heads = heads + (self.segment(node.start_byte, head.end_byte),)
+        keys.append(heads)
+        self.conditional_keys.add(heads)
         self.last = (None, -1)
         alternative = node.child_by_field_name("alternative")
-        skip = {node.children[0].id, head.id} | ({alternative.id} if alternative is not None else set())
-        self.walk([c for c in node.children if c.id not in skip and c.type not in ("#endif", "\n")], scope)
+        body = [c for c in node.children if c.id not in (node.children[0].id, head.id) and c.type not in ("#endif", "\n")]
+        cut = next((i for i, c in enumerate(body) if alternative is not None and c.id == alternative.id), len(body))
+        self.walk_scope(body[:cut] + (list(trailing) if alternative is None else []), scope + (heads,))
         if alternative is not None:
-            self._conditional(alternative, scope)
+            self._conditional(alternative, scope, heads, keys, body[cut + 1:] + list(trailing))
         endif = node.children[-1]
-        if endif.type == "#endif" and self.segment(endif.start_byte, endif.end_byte) >= 0:
-            self.last = (None, _last_row(endif))
+        if endif.type == "#endif":
+            closer = self.pairs[heads[0]] = self.segment(endif.start_byte, endif.end_byte)
+            for key in keys:
+                self.closers[key] = closer
+            if closer >= 0:
+                self.last = (None, _last_row(endif))
+        else:
+            for key in keys:
+                self.closers.setdefault(key, -1)
 
 
-def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int]) -> list[str]:
-    """Each segment's text: the whole lines its node touches, exactly as in the source.
+def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int]) -> tuple[list[str], list[int]]:
+    """Each segment's text: the whole lines its node touches, exactly as in the source; and the
+    segments in source order.
 
     Segments that share a line form one group whose text goes to one of them (the others get ''),
     chosen so re-wrapped docs keep their braces balanced: a namespace's `{` or `}` when the group
     holds one (`} }  // ns` closes both namespaces), unless the group holds a whole namespace
-    (`namespace a { void f(); }`): then, like a group without braces, its widest node.
+    (`namespace a { void f(); }`): then, like a group without braces, its widest node. `closers` maps
+    the opener of each namespace and Part to its closer.
     """
     braces = set(closers) | set(closers.values())
     texts = [""] * len(spans)
@@ -371,7 +468,8 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
             text = data[group_start:group_end].decode("utf-8")
             texts[owner] = text if text.endswith("\n") else text + "\n"
 
-    for i in sorted(range(len(spans)), key=spans.__getitem__):
+    order = sorted(range(len(spans)), key=spans.__getitem__)
+    for i in order:
         start, end = spans[i]
         line_start = data.rfind(b"\n", 0, start) + 1
         line_end = data.find(b"\n", end - 1) + 1 or len(data)
@@ -382,7 +480,7 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
             flush()
             group, group_start, group_end = [i], line_start, line_end
     flush()
-    return texts
+    return texts, order
 
 
 def _is_field(parent, node, field_name: str) -> bool:
@@ -439,33 +537,31 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
-def parse_units(text: str, count_batch, with_references: bool = True) -> FileUnits:
+def parse_units(text: str, count_batch, with_references: bool = True, split_bytes: int = 0) -> FileUnits:
     """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once.
-    Without references, units carry no names, calls nor types (all basic mode needs)."""
+    Without references, units carry no names, calls nor types (all basic mode needs). Nodes of more
+    than `split_bytes` bytes are laid out as Parts (the chunker passes its budget's worth)."""
     data = text.encode("utf-8")
     tree = parser().parse(data)
-    builder = _Builder(data, named=with_references)
+    builder = _Builder(data, with_references, split_bytes)
     builder.walk(tree.root_node.children, ())
-    if builder.pending and builder.units:  # comments after the last unit: keep them with it
-        builder.units[-1].segments.extend(builder.pending)
-    elif builder.pending:  # a file of comments only is still text worth keeping
-        first, last = builder.spans[builder.pending[0]][0], builder.spans[builder.pending[-1]][1]
-        builder.units.append(Unit("decl", "", "", (), builder.pending, builder.pending[-1], first, last))
-    texts = _line_texts(data, builder.spans, builder.closers)
+    builder.flush(())
+    texts, order = _line_texts(data, builder.spans, builder.pairs)
     tokens = count_batch(texts)
 
-    def wrapper(opener: int) -> tuple:
-        closer = builder.closers[opener]  # -1 when the source never closes it: neither do its docs
+    def entry(key: tuple) -> tuple:
+        closer = builder.closers[key]  # -1 when the source never closes it: neither do its docs
         close = (texts[closer], tokens[closer]) if closer >= 0 else ("", 0)
-        return texts[opener], tokens[opener], *close
+        return "".join(texts[i] for i in key), sum(tokens[i] for i in key), *close, key
 
     scopes: dict[tuple, tuple] = {}
     for unit in builder.units:
         unit.tokens = sum(tokens[s] for s in unit.segments)
         if unit.scope not in scopes:
-            scopes[unit.scope] = tuple(wrapper(i) for i in unit.scope)
+            scopes[unit.scope] = tuple(entry(key) for key in unit.scope)
         unit.scope = scopes[unit.scope]
     if with_references and builder.units:
         _references(tree, builder.units, data)
-    units = [u for u in builder.units if any(texts[s] for s in u.segments)]  # whose lines another unit holds
-    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error)
+    # drop units whose lines another unit holds (but keep the empty ones that carry a scope's lines)
+    units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
+    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error, order)

@@ -1,0 +1,137 @@
+"""How faithful docs are to their source: the one balance lexer and the one line-coverage check,
+used by the chunker's run stats, the tests and the benchmark.
+
+Balance. A doc is *balanced* when its `{}` and its `()` each never close more than they opened and
+end at depth 0, counting only code: comments, string and char literals (raw strings
+`R"delim(...)delim"` included) and preprocessor lines are skipped, and of an `#if`/`#elif`/`#else`
+chain only the first branch counts (as a compiler with the `#if` true would see it; an `#else` with no
+`#if` in the doc starts a branch that does not count).
+
+Lines. A file's *lines* are its non-blank lines (whitespace-only lines never reach a doc: units.py
+squeezes them). `lines_kept` counts how many of them its docs hold, with multiplicity: a line that occurs
+n times in the file needs n occurrences across the file's docs (repeated context, e.g. a signature
+carried by every piece of a split function, may add more, never fewer). `lines_in_order` counts the
+longest prefix-greedy subsequence of the file's lines found in its docs read in output order, which
+is what "in source order" means for basic mode (tests/pipeline/chunking/test_fidelity.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from itertools import accumulate
+
+# one alternation, first match wins: what to skip (comments, literals, directives) or a bracket
+_TOKENS = re.compile(r"""
+    (?P<skip>//[^\n]*                                     # line comment
+      | /\*(?:.*?\*/|.*)                                  # block comment (to the end if unclosed)
+      | (?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
+      | (?:u8|[uUL])?"(?:\\.|[^"\\\n])*"                  # string
+      | '(?:\\.|[^'\\\n])+'                               # char literal
+    )
+    | ^[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*    # preprocessor line, continuations included
+    | (?P<bracket>[{}()])
+""", re.VERBOSE | re.DOTALL | re.MULTILINE)
+_OPEN_IF = ("if", "ifdef", "ifndef")
+_BRANCH = ("else", "elif", "elifdef", "elifndef")
+_DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
+
+
+def line_depths(lines: list[str]) -> list[int]:
+    """Net `{}` + `()` depth after each of `lines` (joined, they make one text), counted as `balanced` counts."""
+    ends = list(accumulate(len(line) for line in lines))
+    depths, depth, line = [0] * len(ends), 0, 0
+    for kind, position in _code_brackets("".join(lines)):
+        while ends[line] <= position:
+            depths[line] = depth
+            line += 1
+        depth += sum(_DELTA[kind])
+    for rest in range(line, len(ends)):
+        depths[rest] = depth
+    return depths
+
+
+def _code_brackets(text: str):
+    """(bracket, offset) of every bracket that counts (see the module docstring)."""
+    # stack of conditionals open in the doc: True while the branch being read counts
+    branches: list[bool] = []
+    for match in _TOKENS.finditer(text):
+        directive = match.group("directive")
+        if directive is not None:
+            if directive in _OPEN_IF:
+                branches.append(all(branches))
+            elif directive in _BRANCH:
+                if branches:
+                    branches[-1] = False
+                else:  # the doc starts inside the first branch: what follows does not count
+                    branches.append(False)
+            elif directive == "endif" and branches:
+                branches.pop()
+        elif match.group("bracket") and all(branches):
+            yield match.group("bracket"), match.start()
+
+
+def balanced(text: str) -> bool:
+    braces = parens = 0
+    for kind, _ in _code_brackets(text):
+        d_braces, d_parens = _DELTA[kind]
+        braces, parens = braces + d_braces, parens + d_parens
+        if braces < 0 or parens < 0:
+            return False
+    return braces == 0 and parens == 0
+
+
+def source_lines(text: str) -> list[str]:
+    """The non-blank lines of a text, without their line ends."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def lines_kept(source: str, docs: list[str]) -> int:
+    """How many of the source's non-blank lines the docs hold (multiplicity counted, see above)."""
+    wanted = Counter(source_lines(source))
+    held = Counter(line for doc in docs for line in source_lines(doc))
+    return sum(min(n, held[line]) for line, n in wanted.items())
+
+
+def lines_in_order(source: str, docs: list[str]) -> int:
+    """How many of the source's non-blank lines the docs, read in order, hold as a greedy subsequence."""
+    wanted = source_lines(source)
+    found = 0
+    for doc in docs:
+        for line in source_lines(doc):
+            if found < len(wanted) and line == wanted[found]:
+                found += 1
+    return found
+
+
+# ---------------------------------------------------------------- a run's figures, per project
+
+CUTS = ("oversized_statement_cuts", "parse_error_regions")   # counted by modes.Packer.cut
+FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS
+
+
+def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
+    """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
+    balance, and what had to be cut by lines (`cuts`: the Packer's counts)."""
+    return {"lines": len(source_lines(source)), "lines_kept": lines_kept(source, docs), "docs": len(docs),
+            "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}}
+
+
+def add_stats(by_project: dict, project: str, stats: dict) -> None:
+    into = by_project.setdefault(project, dict.fromkeys(FIELDS, 0))
+    for name in FIELDS:
+        into[name] += stats[name]
+
+
+def summarize(by_project: dict) -> dict:
+    """Per project and overall: the counts plus lines_kept_pct and balanced_docs_pct."""
+    total = dict.fromkeys(FIELDS, 0)
+    for stats in by_project.values():
+        for name in FIELDS:
+            total[name] += stats[name]
+
+    def with_shares(stats: dict) -> dict:
+        return {**stats, "lines_kept_pct": round(100 * stats["lines_kept"] / max(stats["lines"], 1), 3),
+                "balanced_docs_pct": round(100 * stats["balanced_docs"] / max(stats["docs"], 1), 3)}
+
+    return {"total": with_shares(total), "by_project": {p: with_shares(by_project[p]) for p in sorted(by_project)}}
