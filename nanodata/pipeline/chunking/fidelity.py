@@ -38,25 +38,33 @@ _DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
 
 
 def line_depths(lines: list[str]) -> list[int]:
-    """Net `{}` + `()` depth after each of `lines` (joined, they make one text), counted as `balanced` counts."""
+    """Net `{}` + `()` depth after each of `lines` (joined, they make one text), counted as `balanced`
+    counts; None for a line that ends inside a comment, literal or directive (no place to cut)."""
     ends = list(accumulate(len(line) for line in lines))
-    depths, depth, line = [0] * len(ends), 0, 0
-    for kind, position in _code_brackets("".join(lines)):
-        while ends[line] <= position:
+    depths: list = [0] * len(ends)
+    depth = line = 0
+    for kind, start, end in _code_brackets("".join(lines), spans=True):
+        while ends[line] <= start:
             depths[line] = depth
             line += 1
-        depth += sum(_DELTA[kind])
+        while kind is None and ends[line] < end:  # a comment or literal over several lines
+            depths[line] = None
+            line += 1
+        depth += sum(_DELTA[kind]) if kind else 0
     for rest in range(line, len(ends)):
         depths[rest] = depth
     return depths
 
 
-def _code_brackets(text: str):
-    """(bracket, offset) of every bracket that counts (see the module docstring)."""
+def _code_brackets(text: str, spans: bool = False):
+    """(bracket, offset) of every bracket that counts (see the module docstring); with `spans`,
+    (bracket or None, start, end) of those brackets and of everything skipped."""
     # stack of conditionals open in the doc: True while the branch being read counts
     branches: list[bool] = []
     for match in _TOKENS.finditer(text):
         directive = match.group("directive")
+        if spans and match.group("bracket") is None:
+            yield None, match.start(), match.end()
         if directive is not None:
             if directive in _OPEN_IF:
                 branches.append(all(branches))
@@ -68,7 +76,7 @@ def _code_brackets(text: str):
             elif directive == "endif" and branches:
                 branches.pop()
         elif match.group("bracket") and all(branches):
-            yield match.group("bracket"), match.start()
+            yield (match.group("bracket"), match.start()) + ((match.end(),) if spans else ())
 
 
 def balanced(text: str) -> bool:

@@ -63,25 +63,25 @@ class Packer:
     budget: int
     counter: Counter
     index: Index
-    # what had to be cut by lines: statements larger than the budget, regions tree-sitter could not parse
-    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "parse_error_regions": 0})
+    # what had to be cut by lines: statements (or lines) larger than the budget
+    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0})
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
         if len(ref) == 2:
             unit = self.index.unit(ref)
             return unit.scope, unit.tokens
-        fu, scope, segments, _, _ = self.node(ref)
+        fu, scope, segments, _ = self.node(ref)
         return scope, sum(fu.tokens[s] for s in segments)
 
     def text(self, ref) -> str:
         if len(ref) == 2:
             return self.index.text(ref)
-        fu, _, segments, _, _ = self.node(ref)
+        fu, _, segments, _ = self.node(ref)
         return "".join(fu.texts[s] for s in segments)
 
     def node(self, ref) -> tuple:
-        """(file units, scope, segments, part, error) of what `ref` names: a unit, a member of its Part
+        """(file units, scope, segments, part) of what `ref` names: a unit, a member of its Part
         at a path of member numbers (inside the openers of the Parts on the way), or (last step LEAD)
         the comments before a Part's opener."""
         fu = self.index.files[ref[0]]
@@ -89,10 +89,10 @@ class Packer:
         scope = node.scope
         for step in ref[2:]:
             if step == LEAD:
-                return fu, scope, node.segments[:node.segments.index(node.part.opener)], None, False
+                return fu, scope, node.segments[:node.segments.index(node.part.opener)], None
             scope = scope + (part_entry(fu, node.part),)
             node = node.part.members[step]
-        return fu, scope, node.segments, node.part, node.error
+        return fu, scope, node.segments, node.part
 
     def preamble(self, f: int) -> list:
         """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""
@@ -128,16 +128,16 @@ class Packer:
             if self.fits(builder, [ref]):
                 self.add(builder, [ref])
                 return [builder.finish(kind, source)]
-        fu, scope, segments, part, error = self.node(ref)
+        fu, scope, segments, part = self.node(ref)
         if part is not None and DocBuilder(self.budget).fits(scope + (part_entry(fu, part),), 0):
             lead = [[ref + (LEAD,)]] if segments[0] != part.opener else []
             return self.pack(lead + [[ref + (m,)] for m in range(len(part.members))], [], source, "split")
-        return self.cut(ref, scope, error, source)
+        return self.cut(ref, scope, source)
 
-    def cut(self, ref, scope: tuple, error: bool, source: str) -> list[Doc]:
-        """A statement larger than the budget (a huge initializer) or a region tree-sitter could not
-        parse: cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
-        self.stats["parse_error_regions" if error else "oversized_statement_cuts"] += 1
+    def cut(self, ref, scope: tuple, source: str) -> list[Doc]:
+        """A statement larger than the budget (a huge initializer, a line of a parse-error region):
+        cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
+        self.stats["oversized_statement_cuts"] += 1
         wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
         if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare
             scope, wrapping = (), 0

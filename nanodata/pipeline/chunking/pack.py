@@ -166,7 +166,7 @@ def _cut_at(lines: list[str], depths: list[int], start: int, end: int) -> int:
     its second half, else `end`."""
     depth = depths[start - 1] if start else 0
     for cut in range(end, start, -1):
-        if depths[cut - 1] == depth:
+        if depths[cut - 1] is not None and depths[cut - 1] == depth:
             return cut
     for cut in range(end, start + (end - start) // 2, -1):
         if lines[cut - 1].rstrip().endswith(STATEMENT_ENDS) or not lines[cut - 1].strip():

@@ -78,7 +78,8 @@ def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) 
     """A file's docs and their fidelity figures (the file's lines as its segments hold them)."""
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
-    stats = file_stats(fu.whole_text(), [d.text for d in docs], chunker.packer.stats)
+    stats = file_stats(fu.whole_text(), [d.text for d in docs],
+                       {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions})
     return FileResult(gid, size, fu.syntax_errors, docs, rank=rank, project=project, stats=stats)
 
 

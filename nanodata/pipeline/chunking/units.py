@@ -34,9 +34,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
+
+from nanodata.pipeline.chunking.fidelity import balanced, line_depths
 
 LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
@@ -78,7 +81,6 @@ def parser() -> Parser:
 class Member:
     segments: list[int]         # its leading comments, the member itself (opener ... closer if a Part)
     part: Part | None = None    # how to cut it, when it is large
-    error: bool = False         # tree-sitter found a syntax error inside it (cut by lines, counted)
 
 
 @dataclass
@@ -102,7 +104,6 @@ class Unit:
     end: int
     tokens: int = 0
     part: Part | None = None    # large units: how to cut them (body is then the closer)
-    error: bool = False         # a syntax error inside: cut by lines, counted
     calls: tuple = ()           # simple names called, first occurrence order
     types: tuple = ()           # type names referenced, first occurrence order
     # ("function" | "type", name) -> last scope components (`b` for a::b::f) of a name every use of
@@ -119,6 +120,7 @@ class FileUnits:
     includes: list[str] = field(default_factory=list)
     syntax_errors: bool = False
     order: list[int] = field(default_factory=list)  # segment indices in source order
+    parse_error_regions: int = 0   # 1 when the file's units come from its brace structure (_consistent)
 
     def segments_of(self, member) -> list[int]:
         return member.segments
@@ -312,7 +314,7 @@ class _Builder:
                     self.pending.append(index)  # e.g. `template<...>` cut off from its function
                 elif index >= 0:  # never preamble: such debris must not repeat in every chunk
                     self._add(Unit("decl", "", "", scope, self.pending + [index], index, loose[0].start_byte,
-                                   loose[-1].end_byte, error=True), _last_row(loose[-1]))
+                                   loose[-1].end_byte), _last_row(loose[-1]))
                 loose = []
             if child is not None:
                 self.walk([child], scope)
@@ -340,13 +342,13 @@ class _Builder:
         member = self._member(node)
         body = member.part.closer if member.part is not None else member.segments[-1]
         self._add(Unit(kind, name, owner, scope, leading + member.segments, body, node.start_byte, node.end_byte,
-                       part=member.part, error=member.error), _last_row(node))
+                       part=member.part), _last_row(node))
 
     def _member(self, node) -> Member:
         """A node as one segment, or, when larger than split_bytes, as a Part (see the module docstring)."""
         part = self._part(node) if node.end_byte - node.start_byte > self.split_bytes and node.type != "ERROR" else None
         if part is None:
-            return Member([self.segment(node.start_byte, node.end_byte)], error=node.has_error)
+            return Member([self.segment(node.start_byte, node.end_byte)])
         segments = [part.opener] + [s for m in part.members for s in m.segments] + ([part.closer] if part.closer >= 0 else [])
         return Member(segments, part)
 
@@ -405,6 +407,54 @@ class _Builder:
         closed = close is not None and close.type == "}" and close.end_byte > close.start_byte
         self.closers[(opener,)] = self.pairs[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
         self.last = (None, _last_row(body))
+
+    def brace_units(self, text: str) -> None:
+        """Parse-error fallback: units from the file's lines and brace structure alone (fidelity.line_depths).
+        A line that opens a block larger than split_bytes is a Part's opener and the line that closes it
+        its closer, so such blocks are still cut between whole lines with their opening and closing
+        lines; every other line (a comment or literal over several lines: those lines) is a member (top
+        level: a unit) of its own; a small block is one."""
+        lines = text.splitlines(keepends=True)
+        starts = [0, *accumulate(len(line.encode("utf-8")) for line in lines)]
+        depths = line_depths(lines)
+        blocks: dict[int, int] = {}   # a block's opening line -> its closing line
+        joined: dict[int, int] = {}   # the first line of a comment over several lines -> its last
+        open_lines: list[tuple[int, int]] = []   # (line, depth before it) of the blocks open
+        depth, run = 0, -1
+        for i, after in enumerate(depths):
+            if after is None:  # ends inside a comment, literal or continued directive
+                run = i if run < 0 else run
+                joined[run] = i + 1
+                continue
+            run = -1
+            while open_lines and open_lines[-1][1] >= after:
+                blocks[open_lines.pop()[0]] = i
+            if after > depth:
+                open_lines.append((i, depth))
+            depth = after
+
+        def members(i: int, stop: int) -> list[Member]:
+            out = []
+            while i < stop:
+                if i in joined:
+                    j = min(joined[i], stop - 1)
+                else:
+                    j = blocks[i] if blocks.get(i, stop) < stop else i
+                if i not in joined and j > i and starts[j + 1] - starts[i] > self.split_bytes:
+                    opener, inner = self.segment(starts[i], starts[i + 1]), members(i + 1, j)
+                    closer = self.segment(starts[j], starts[j + 1])
+                    self.pairs[opener] = closer
+                    segments = [opener, *(s for m in inner for s in m.segments), closer]
+                    out.append(Member(segments, Part(opener, closer, inner)))
+                elif lines[i].strip():
+                    out.append(Member([self.segment(starts[i], starts[j + 1])]))
+                i = j + 1
+            return out
+
+        for member in members(0, len(lines)):
+            start, end = self.spans[member.segments[0]][0], self.spans[member.segments[-1]][1]
+            self.units.append(Unit("decl", "", "", (), member.segments, member.segments[-1], start, end,
+                                   part=member.part))
 
     def walk_scope(self, children: list, scope: tuple) -> None:
         """Walk the body of a namespace or #if branch; one without units still gets one (empty) unit,
@@ -537,6 +587,16 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
+def _consistent(builder: _Builder, texts: list[str]) -> bool:
+    """Does the tree's structure agree with the braces (fidelity.balanced)? tree-sitter recovers from
+    what it cannot parse (macros) by closing a namespace at a function's `}` or leaving a `}` loose:
+    then a unit, or a scope's opening and closing lines, do not balance."""
+    for key, closer in builder.closers.items():
+        if key not in builder.conditional_keys and not balanced(texts[key[0]] + (texts[closer] if closer >= 0 else "")):
+            return False
+    return all(balanced("".join(texts[s] for s in unit.segments)) for unit in builder.units)
+
+
 def parse_units(text: str, count_batch, with_references: bool = True, split_bytes: int = 0) -> FileUnits:
     """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once.
     Without references, units carry no names, calls nor types (all basic mode needs). Nodes of more
@@ -547,6 +607,11 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     builder.walk(tree.root_node.children, ())
     builder.flush(())
     texts, order = _line_texts(data, builder.spans, builder.pairs)
+    fallback = tree.root_node.has_error and not _consistent(builder, texts)
+    if fallback:
+        builder = _Builder(data, with_references, split_bytes)
+        builder.brace_units(text)
+        texts, order = _line_texts(data, builder.spans, builder.pairs)
     tokens = count_batch(texts)
 
     def entry(key: tuple) -> tuple:
@@ -564,4 +629,4 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         _references(tree, builder.units, data)
     # drop units whose lines another unit holds (but keep the empty ones that carry a scope's lines)
     units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
-    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error, order)
+    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error, order, int(fallback))
