@@ -58,14 +58,17 @@ def line_depths(lines: list[str]) -> list[int]:
 
 def _code_brackets(text: str, spans: bool = False):
     """(bracket, offset) of every bracket that counts (see the module docstring); with `spans`,
-    (bracket or None, start, end) of those brackets and of everything skipped."""
+    (bracket or None, start, end) of those brackets and of everything skipped (a branch that does not
+    count: from its `#else` to its `#endif`)."""
     # stack of conditionals open in the doc: True while the branch being read counts
     branches: list[bool] = []
+    skipped_from = -1
     for match in _TOKENS.finditer(text):
         directive = match.group("directive")
-        if spans and match.group("bracket") is None:
+        if spans and match.group("skip") is not None:
             yield None, match.start(), match.end()
         if directive is not None:
+            counting = all(branches)
             if directive in _OPEN_IF:
                 branches.append(all(branches))
             elif directive in _BRANCH:
@@ -75,6 +78,10 @@ def _code_brackets(text: str, spans: bool = False):
                     branches.append(False)
             elif directive == "endif" and branches:
                 branches.pop()
+            if spans and counting and not all(branches):
+                skipped_from = match.start()
+            elif spans and not counting and all(branches):
+                yield None, skipped_from, match.end()
         elif match.group("bracket") and all(branches):
             yield (match.group("bracket"), match.start()) + ((match.end(),) if spans else ())
 

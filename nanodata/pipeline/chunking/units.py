@@ -236,7 +236,7 @@ def _layout(node, out: list) -> None:
             out.append(("edge", child.children[-1]))
         elif child.type in CLAUSES or (child.type == "if_statement" and node.type == "else_clause"):
             _layout(child, out)
-        elif child.type in CONTAINERS and not any(kind == "member" for kind, _ in out):
+        elif child.type in CONTAINERS and not headed and not any(kind == "member" for kind, _ in out):
             _layout(child, out)  # template<...> class X {, struct S {...} s;: down to the block
         elif headed and child.is_named and child.start_point[0] > node.start_point[0]:
             out.append(("member", child))
@@ -591,10 +591,18 @@ def _consistent(builder: _Builder, texts: list[str]) -> bool:
     """Does the tree's structure agree with the braces (fidelity.balanced)? tree-sitter recovers from
     what it cannot parse (macros) by closing a namespace at a function's `}` or leaving a `}` loose:
     then a unit, or a scope's opening and closing lines, do not balance."""
+    def text(segments) -> str:
+        return "".join(texts[s] for s in segments)
+
+    def cuttable(node) -> bool:  # a Part's members each balance, and so do its opening and closing lines
+        part = node.part
+        return part is None or (balanced(text([part.opener, part.closer] if part.closer >= 0 else [part.opener]))
+                                and all(balanced(text(m.segments)) and cuttable(m) for m in part.members))
+
     for key, closer in builder.closers.items():
         if key not in builder.conditional_keys and not balanced(texts[key[0]] + (texts[closer] if closer >= 0 else "")):
             return False
-    return all(balanced("".join(texts[s] for s in unit.segments)) for unit in builder.units)
+    return all(balanced(text(unit.segments)) and cuttable(unit) for unit in builder.units)
 
 
 def parse_units(text: str, count_batch, with_references: bool = True, split_bytes: int = 0) -> FileUnits:

@@ -1,0 +1,115 @@
+"""How faithful chunks are to their source, and how fast, next to main's chunker in the same run (issue 20).
+
+Per real tree and mode (basic, compilable; --max-tokens 2048): the share of the tree's non-blank lines its
+docs keep (goal 100%), the share of docs whose `{}` and `()` balance (fidelity.balanced), and docs/s and
+MB/s of `chunk_to_jsonl` with one worker (best of 3, CPU time of the child process, so other jobs on
+the machine skew it less). Both are measured the same way on this checkout and on main (`git archive
+main`, run in a child process that imports it first): figures from the output JSONL with this checkout's
+fidelity module, the ratio this/main next to them (speed goal: >= 0.85).
+
+Trees: the libstdc++ subset of the tests (tests/pipeline/chunking/cpp_projects.py: STD_SUBSET), the fmt
+library torch's wheel ships, and the test trees (tests/pipeline/chunking/fidelity_cases and the `shapes`
+project of cpp_projects.py).
+
+    .venv/bin/python benchmarks/bench_chunk_fidelity.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from nanodata.pipeline.chunking.fidelity import balanced, lines_kept, source_lines
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests" / "pipeline" / "chunking"
+FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"
+MODES = ("basic", "compilable")
+MAX_TOKENS = 2048
+RUNS = 3
+
+# Runs in a child: chunk a tree with the checkout given first on sys.path; prints its best CPU seconds.
+CHILD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from nanodata.pipeline.chunking import chunk_to_jsonl
+root, mode, out, runs = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+import nanodata
+assert nanodata.__file__.startswith(sys.argv[1]), nanodata.__file__
+def run():
+    started = time.process_time()
+    chunk_to_jsonl(out, project_dirs=[root], mode=mode, max_tokens=int(sys.argv[6]), workers=1)
+    return time.process_time() - started
+run()  # warm: tokenizer tables, page cache
+print(json.dumps({"seconds": min(run() for _ in range(runs))}))
+"""
+
+
+def write_trees(root: Path) -> dict[str, Path]:
+    """Each tree as ROOT/NAME/PROJECT/files, so a doc's source is PROJECT/relative path."""
+    sys.path.insert(0, str(TESTS))
+    from cpp_projects import STD_HEADERS, STD_SUBSET, write_layers
+
+    trees = {name: root / name for name in ("libstdc++", "fmt", "tests")}
+    (trees["libstdc++"] / "libstdcxx").mkdir(parents=True)
+    for name in STD_SUBSET:
+        shutil.copy(STD_HEADERS / name, trees["libstdc++"] / "libstdcxx" / name)
+    shutil.copytree(FMT, trees["fmt"] / "fmt")
+    shutil.copytree(TESTS / "fidelity_cases", trees["tests"] / "fidelity_cases")
+    write_layers(trees["tests"])
+    return trees
+
+
+def measure(checkout: Path, tree: Path, mode: str, out: Path) -> dict:
+    """Speed (child process) and fidelity (from its output) of one checkout on one tree."""
+    done = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(tree), mode, str(out), str(RUNS),
+                           str(MAX_TOKENS)], capture_output=True, text=True, check=True)
+    seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    docs_by_source = defaultdict(list)
+    with open(out, encoding="utf-8") as f:
+        for line in f:
+            doc = json.loads(line)
+            docs_by_source[doc["source"]].append(doc["text"])
+    files = [p for p in sorted(tree.rglob("*")) if p.is_file()]
+    lines = kept = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines += len(source_lines(text))
+        kept += lines_kept(text, docs_by_source[str(path.relative_to(tree))])
+    docs = [t for texts in docs_by_source.values() for t in texts]
+    megabytes = sum(p.stat().st_size for p in files) / 1e6
+    return {"docs": len(docs), "kept": 100 * kept / lines, "balanced": 100 * sum(map(balanced, docs)) / len(docs),
+            "docs_s": len(docs) / seconds, "mb_s": megabytes / seconds}
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="nanodata-fidelity-") as tmp:
+        tmp = Path(tmp)
+        main_checkout = tmp / "main"
+        main_checkout.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "main", "nanodata"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(main_checkout)], input=archive, check=True)
+        trees = write_trees(tmp / "trees")
+        print(f"--max-tokens {MAX_TOKENS}, 1 worker, best of {RUNS} (CPU s); this = {REPO}, main = git archive main")
+        print(f"{'tree':<10} {'mode':<10} {'':<5} {'docs':>5} {'lines kept %':>12} {'balanced %':>10} "
+              f"{'docs/s':>8} {'MB/s':>6}")
+        for name, tree in trees.items():
+            for mode in MODES:
+                this = measure(REPO, tree, mode, tmp / "this.jsonl")
+                ref = measure(main_checkout, tree, mode, tmp / "main.jsonl")
+                for label, row in (("this", this), ("main", ref)):
+                    print(f"{name:<10} {mode:<10} {label:<5} {row['docs']:>5} {row['kept']:>12.2f} "
+                          f"{row['balanced']:>10.1f} {row['docs_s']:>8.1f} {row['mb_s']:>6.3f}")
+                print(f"{name:<10} {mode:<10} {'ratio':<5} {'':>5} {'':>12} {'':>10} "
+                      f"{this['docs_s'] / ref['docs_s']:>8.2f} {this['mb_s'] / ref['mb_s']:>6.2f}  (goal >= 0.85)")
+
+
+if __name__ == "__main__":
+    main()
