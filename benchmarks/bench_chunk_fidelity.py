@@ -11,11 +11,12 @@ Trees: the libstdc++ subset of the tests (tests/pipeline/chunking/cpp_projects.p
 library torch's wheel ships, and the test trees (tests/pipeline/chunking/fidelity_cases and the `shapes`
 project of cpp_projects.py).
 
-    .venv/bin/python benchmarks/bench_chunk_fidelity.py
+    .venv/bin/python benchmarks/bench_chunk_fidelity.py [--trees libstdc++ fmt tests] [--modes basic compilable]
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import shutil
@@ -30,21 +31,21 @@ from nanodata.pipeline.chunking.fidelity import balanced, lines_kept, source_lin
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests" / "pipeline" / "chunking"
 FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"
+TREES = ("libstdc++", "fmt", "tests")
 MODES = ("basic", "compilable")
 MAX_TOKENS = 2048
-RUNS = 3
 
 # Runs in a child: chunk a tree with the checkout given first on sys.path; prints its best CPU seconds.
 CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from nanodata.pipeline.chunking import chunk_to_jsonl
-root, mode, out, runs = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+root, mode, out, runs, max_tokens = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 import nanodata
 assert nanodata.__file__.startswith(sys.argv[1]), nanodata.__file__
 def run():
     started = time.process_time()
-    chunk_to_jsonl(out, project_dirs=[root], mode=mode, max_tokens=int(sys.argv[6]), workers=1)
+    chunk_to_jsonl(out, project_dirs=[root], mode=mode, max_tokens=max_tokens, workers=1)
     return time.process_time() - started
 run()  # warm: tokenizer tables, page cache
 print(json.dumps({"seconds": min(run() for _ in range(runs))}))
@@ -56,7 +57,7 @@ def write_trees(root: Path) -> dict[str, Path]:
     sys.path.insert(0, str(TESTS))
     from cpp_projects import STD_HEADERS, STD_SUBSET, write_layers
 
-    trees = {name: root / name for name in ("libstdc++", "fmt", "tests")}
+    trees = {name: root / name for name in TREES}
     (trees["libstdc++"] / "libstdcxx").mkdir(parents=True)
     for name in STD_SUBSET:
         shutil.copy(STD_HEADERS / name, trees["libstdc++"] / "libstdcxx" / name)
@@ -66,9 +67,9 @@ def write_trees(root: Path) -> dict[str, Path]:
     return trees
 
 
-def measure(checkout: Path, tree: Path, mode: str, out: Path) -> dict:
+def measure(checkout: Path, tree: Path, mode: str, out: Path, runs: int) -> dict:
     """Speed (child process) and fidelity (from its output) of one checkout on one tree."""
-    done = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(tree), mode, str(out), str(RUNS),
+    done = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(tree), mode, str(out), str(runs),
                            str(MAX_TOKENS)], capture_output=True, text=True, check=True)
     seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
     docs_by_source = defaultdict(list)
@@ -89,6 +90,11 @@ def measure(checkout: Path, tree: Path, mode: str, out: Path) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trees", nargs="+", choices=TREES, default=TREES)
+    parser.add_argument("--modes", nargs="+", default=MODES)
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per measurement (best taken)")
+    args = parser.parse_args([] if __name__ != "__main__" else None)
     with tempfile.TemporaryDirectory(prefix="nanodata-fidelity-") as tmp:
         tmp = Path(tmp)
         main_checkout = tmp / "main"
@@ -97,13 +103,13 @@ def main() -> None:
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(main_checkout)], input=archive, check=True)
         trees = write_trees(tmp / "trees")
-        print(f"--max-tokens {MAX_TOKENS}, 1 worker, best of {RUNS} (CPU s); this = {REPO}, main = git archive main")
+        print(f"--max-tokens {MAX_TOKENS}, 1 worker, best of {args.runs} (CPU s); this = {REPO}, main = git archive main")
         print(f"{'tree':<10} {'mode':<10} {'':<5} {'docs':>5} {'lines kept %':>12} {'balanced %':>10} "
               f"{'docs/s':>8} {'MB/s':>6}")
-        for name, tree in trees.items():
-            for mode in MODES:
-                this = measure(REPO, tree, mode, tmp / "this.jsonl")
-                ref = measure(main_checkout, tree, mode, tmp / "main.jsonl")
+        for name in args.trees:
+            for mode in args.modes:
+                this = measure(REPO, trees[name], mode, tmp / "this.jsonl", args.runs)
+                ref = measure(main_checkout, trees[name], mode, tmp / "main.jsonl", args.runs)
                 for label, row in (("this", this), ("main", ref)):
                     print(f"{name:<10} {mode:<10} {label:<5} {row['docs']:>5} {row['kept']:>12.2f} "
                           f"{row['balanced']:>10.1f} {row['docs_s']:>8.1f} {row['mb_s']:>6.3f}")

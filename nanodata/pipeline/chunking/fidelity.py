@@ -21,17 +21,19 @@ import re
 from collections import Counter
 from itertools import accumulate
 
-# one alternation, first match wins: what to skip (comments, literals, directives) or a bracket
-_TOKENS = re.compile(r"""
-    (?P<skip>//[^\n]*                                     # line comment
+# What never counts, first match wins: comments and literals, left to right.
+_SKIP = r"""(?P<skip>//[^\n]*                               # line comment
       | /\*(?:.*?\*/|.*)                                  # block comment (to the end if unclosed)
       | (?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
       | (?:u8|[uUL])?"(?:\\.|[^"\\\n])*"                  # string
-      | '(?:\\.|[^'\\\n])+'                               # char literal
-    )
-    | ^[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*    # preprocessor line, continuations included
-    | (?P<bracket>[{}()])
-""", re.VERBOSE | re.DOTALL | re.MULTILINE)
+      | '(?:\\.|[^'\\\n])+')                              # char literal
+"""
+_DIRECTIVE = r"^[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*"   # a preprocessor line, continuations included
+_FLAGS = re.VERBOSE | re.DOTALL | re.MULTILINE
+_TOKENS = re.compile(rf"{_SKIP} | {_DIRECTIVE} | (?P<bracket>[{{}}()])", _FLAGS)  # line_depths walks these
+_STRIP = re.compile(rf"{_SKIP} | (?P<line>{_DIRECTIVE})", _FLAGS)  # balanced drops skips, keeps directives
+_DIRECTIVES = re.compile(_DIRECTIVE, _FLAGS)
+_NOT_BRACES, _NOT_PARENS = re.compile(r"[^{}]+"), re.compile(r"[^()]+")
 _OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
 _DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
@@ -43,7 +45,7 @@ def line_depths(lines: list[str]) -> list[int]:
     ends = list(accumulate(len(line) for line in lines))
     depths: list = [0] * len(ends)
     depth = line = 0
-    for kind, start, end in _code_brackets("".join(lines), spans=True):
+    for kind, start, end in _spans("".join(lines)):
         while ends[line] <= start:
             depths[line] = depth
             line += 1
@@ -56,44 +58,64 @@ def line_depths(lines: list[str]) -> list[int]:
     return depths
 
 
-def _code_brackets(text: str, spans: bool = False):
-    """(bracket, offset) of every bracket that counts (see the module docstring); with `spans`,
-    (bracket or None, start, end) of those brackets and of everything skipped (a branch that does not
-    count: from its `#else` to its `#endif`)."""
+def _spans(text: str):
+    """(bracket, start, end) of every bracket that counts (see the module docstring), and (None, start,
+    end) of everything skipped (a comment, a literal, a branch that does not count: `#else` to `#endif`)."""
     # stack of conditionals open in the doc: True while the branch being read counts
     branches: list[bool] = []
     skipped_from = -1
     for match in _TOKENS.finditer(text):
         directive = match.group("directive")
-        if spans and match.group("skip") is not None:
+        if directive is not None or match.group("skip") is not None:
             yield None, match.start(), match.end()
         if directive is not None:
             counting = all(branches)
-            if directive in _OPEN_IF:
-                branches.append(all(branches))
-            elif directive in _BRANCH:
-                if branches:
-                    branches[-1] = False
-                else:  # the doc starts inside the first branch: what follows does not count
-                    branches.append(False)
-            elif directive == "endif" and branches:
-                branches.pop()
-            if spans and counting and not all(branches):
+            _branch(branches, directive)
+            if counting and not all(branches):
                 skipped_from = match.start()
-            elif spans and not counting and all(branches):
+            elif not counting and all(branches):
                 yield None, skipped_from, match.end()
         elif match.group("bracket") and all(branches):
-            yield (match.group("bracket"), match.start()) + ((match.end(),) if spans else ())
+            yield match.group("bracket"), match.start(), match.end()
+
+
+def _branch(branches: list[bool], directive: str) -> None:
+    """Follow one directive on the stack of open conditionals (True while the branch read counts)."""
+    if directive in _OPEN_IF:
+        branches.append(all(branches))
+    elif directive in _BRANCH:
+        if branches:
+            branches[-1] = False
+        else:  # the doc starts inside the first branch: what follows does not count
+            branches.append(False)
+    elif directive == "endif" and branches:
+        branches.pop()
+
+
+def _counted_code(text: str) -> str:
+    """The code of `text` whose brackets count: no comments, literals, directives or later branches."""
+    code = _STRIP.sub(r"\g<line>", text)
+    if "#" not in code:
+        return code
+    pieces = _DIRECTIVES.split(code)   # code, directive name, code, directive name, ...
+    kept, branches = [pieces[0]], []
+    for i in range(1, len(pieces), 2):
+        _branch(branches, pieces[i])
+        if all(branches):
+            kept.append(pieces[i + 1])
+    return "".join(kept)
+
+
+def _cancels(brackets: str, pair: str) -> bool:
+    """Does a string of one kind of bracket cancel out, innermost pairs first (C-speed passes, one per depth)?"""
+    while pair in brackets:
+        brackets = brackets.replace(pair, "")
+    return not brackets
 
 
 def balanced(text: str) -> bool:
-    braces = parens = 0
-    for kind, _ in _code_brackets(text):
-        d_braces, d_parens = _DELTA[kind]
-        braces, parens = braces + d_braces, parens + d_parens
-        if braces < 0 or parens < 0:
-            return False
-    return braces == 0 and parens == 0
+    code = _counted_code(text)
+    return _cancels(_NOT_BRACES.sub("", code), "{}") and _cancels(_NOT_PARENS.sub("", code), "()")
 
 
 def source_lines(text: str) -> list[str]:

@@ -65,6 +65,7 @@ class Packer:
     index: Index
     # what had to be cut by lines: statements (or lines) larger than the budget
     stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0})
+    _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
@@ -84,15 +85,19 @@ class Packer:
         """(file units, scope, segments, part) of what `ref` names: a unit, a member of its Part
         at a path of member numbers (inside the openers of the Parts on the way), or (last step LEAD)
         the comments before a Part's opener."""
-        fu = self.index.files[ref[0]]
-        node = fu.units[ref[1]]
-        scope = node.scope
-        for step in ref[2:]:
-            if step == LEAD:
-                return fu, scope, node.segments[:node.segments.index(node.part.opener)], None
-            scope = scope + (part_entry(fu, node.part),)
-            node = node.part.members[step]
-        return fu, scope, node.segments, node.part
+        if ref not in self._nodes:
+            fu = self.index.files[ref[0]]
+            if len(ref) == 2:
+                unit = fu.units[ref[1]]
+                self._nodes[ref] = fu, unit.scope, unit.segments, unit.part
+            else:
+                _, scope, segments, part = self.node(ref[:-1])
+                if ref[-1] == LEAD:
+                    self._nodes[ref] = fu, scope, segments[:segments.index(part.opener)], None
+                else:
+                    member = part.members[ref[-1]]
+                    self._nodes[ref] = fu, scope + (part_entry(fu, part),), member.segments, member.part
+        return self._nodes[ref]
 
     def preamble(self, f: int) -> list:
         """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""

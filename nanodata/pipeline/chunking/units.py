@@ -412,8 +412,8 @@ class _Builder:
         """Parse-error fallback: units from the file's lines and brace structure alone (fidelity.line_depths).
         A line that opens a block larger than split_bytes is a Part's opener and the line that closes it
         its closer, so such blocks are still cut between whole lines with their opening and closing
-        lines; every other line (a comment or literal over several lines: those lines) is a member (top
-        level: a unit) of its own; a small block is one."""
+        lines; every other line (a comment or literal over several lines: those lines; a small block) is
+        a member (top level: a unit), runs of them up to split_bytes/8 bytes together."""
         lines = text.splitlines(keepends=True)
         starts = [0, *accumulate(len(line.encode("utf-8")) for line in lines)]
         depths = line_depths(lines)
@@ -433,6 +433,8 @@ class _Builder:
                 open_lines.append((i, depth))
             depth = after
 
+        small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
+
         def members(i: int, stop: int) -> list[Member]:
             out = []
             while i < stop:
@@ -446,6 +448,8 @@ class _Builder:
                     self.pairs[opener] = closer
                     segments = [opener, *(s for m in inner for s in m.segments), closer]
                     out.append(Member(segments, Part(opener, closer, inner)))
+                elif out and out[-1].part is None and starts[j + 1] - self.spans[out[-1].segments[0]][0] <= small:
+                    self.spans[out[-1].segments[0]] = (self.spans[out[-1].segments[0]][0], starts[j + 1])
                 elif lines[i].strip():
                     out.append(Member([self.segment(starts[i], starts[j + 1])]))
                 i = j + 1
@@ -594,15 +598,20 @@ def _consistent(builder: _Builder, texts: list[str]) -> bool:
     def text(segments) -> str:
         return "".join(texts[s] for s in segments)
 
-    def cuttable(node) -> bool:  # a Part's members each balance, and so do its opening and closing lines
+    def cuttable(node) -> bool:
+        """It balances, and if it is a Part, so do its opening + closing lines and each member (which
+        implies the whole: each byte is lexed once, however deep the Parts nest)."""
         part = node.part
-        return part is None or (balanced(text([part.opener, part.closer] if part.closer >= 0 else [part.opener]))
-                                and all(balanced(text(m.segments)) and cuttable(m) for m in part.members))
+        if part is None:
+            return balanced(text(node.segments))
+        leading = node.segments[:node.segments.index(part.opener)]
+        return (balanced(text(leading + [part.opener] + ([part.closer] if part.closer >= 0 else [])))
+                and all(cuttable(m) for m in part.members))
 
     for key, closer in builder.closers.items():
         if key not in builder.conditional_keys and not balanced(texts[key[0]] + (texts[closer] if closer >= 0 else "")):
             return False
-    return all(balanced(text(unit.segments)) and cuttable(unit) for unit in builder.units)
+    return all(cuttable(unit) for unit in builder.units)
 
 
 def parse_units(text: str, count_batch, with_references: bool = True, split_bytes: int = 0) -> FileUnits:
