@@ -21,18 +21,21 @@ import re
 from collections import Counter
 from itertools import accumulate
 
-# What never counts, first match wins: comments and literals, left to right.
-_SKIP = r"""(?P<skip>//[^\n]*                               # line comment
+# What never counts, first match wins, left to right: comments and literals (a u8/u/U/L prefix is just
+# letters before them), and directive lines, matched with the newline before them (the lexers put one
+# before the text). Every alternative starts with a literal character, so the regex engine skips
+# ahead to those characters instead of trying each alternative at every position.
+_SKIP = r"""//[^\n]*                                          # line comment
       | /\*(?:.*?\*/|.*)                                  # block comment (to the end if unclosed)
-      | (?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
-      | (?:u8|[uUL])?"(?:\\.|[^"\\\n])*"                  # string
-      | '(?:\\.|[^'\\\n])+')                              # char literal
+      | R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
+      | "(?:\\.|[^"\\\n])*"                               # string
+      | '(?:\\.|[^'\\\n])+'                               # char literal
 """
-_DIRECTIVE = r"^[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*"   # a preprocessor line, continuations included
-_FLAGS = re.VERBOSE | re.DOTALL | re.MULTILINE
-_TOKENS = re.compile(rf"{_SKIP} | {_DIRECTIVE} | (?P<bracket>[{{}}()])", _FLAGS)  # line_depths walks these
-_STRIP = re.compile(rf"{_SKIP} | (?P<line>{_DIRECTIVE})", _FLAGS)  # balanced drops skips, keeps directives
-_DIRECTIVES = re.compile(_DIRECTIVE, _FLAGS)
+_DIRECTIVE = r"(?P<line>[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # continuations included
+_FLAGS = re.VERBOSE | re.DOTALL
+_TOKENS = re.compile(rf"{_SKIP} | \n{_DIRECTIVE} | \{{ | \}} | \( | \)", _FLAGS)  # line_depths walks these
+_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced drops skips, keeps directive lines
+_DIRECTIVES = re.compile(rf"\n{_DIRECTIVE}", _FLAGS)
 _NOT_BRACES, _NOT_PARENS = re.compile(r"[^{}]+"), re.compile(r"[^()]+")
 _OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
@@ -64,19 +67,21 @@ def _spans(text: str):
     # stack of conditionals open in the doc: True while the branch being read counts
     branches: list[bool] = []
     skipped_from = -1
-    for match in _TOKENS.finditer(text):
-        directive = match.group("directive")
-        if directive is not None or match.group("skip") is not None:
-            yield None, match.start(), match.end()
+    for match in _TOKENS.finditer("\n" + text):  # offsets in text: one less
+        directive, found = match.group("directive"), match.group()
         if directive is not None:
             counting = all(branches)
             _branch(branches, directive)
             if counting and not all(branches):
                 skipped_from = match.start()
-            elif not counting and all(branches):
-                yield None, skipped_from, match.end()
-        elif match.group("bracket") and all(branches):
-            yield match.group("bracket"), match.start(), match.end()
+            elif not counting and all(branches):  # (spans come in order of their starts)
+                yield None, skipped_from, match.end() - 1
+            yield None, match.start(), match.end() - 1  # not its newline: the line before
+        elif found in _DELTA:
+            if all(branches):
+                yield found, match.start() - 1, match.end() - 1
+        else:
+            yield None, match.start() - 1, match.end() - 1
 
 
 def _branch(branches: list[bool], directive: str) -> None:
@@ -94,15 +99,15 @@ def _branch(branches: list[bool], directive: str) -> None:
 
 def _counted_code(text: str) -> str:
     """The code of `text` whose brackets count: no comments, literals, directives or later branches."""
-    code = _STRIP.sub(r"\g<line>", text)
+    code = _STRIP.sub("\n\\g<line>", "\n" + text)  # a skip leaves a newline: no bracket there
     if "#" not in code:
         return code
-    pieces = _DIRECTIVES.split(code)   # code, directive name, code, directive name, ...
+    pieces = _DIRECTIVES.split(code)   # code, directive line, directive name, code, ...
     kept, branches = [pieces[0]], []
-    for i in range(1, len(pieces), 2):
-        _branch(branches, pieces[i])
+    for i in range(1, len(pieces), 3):
+        _branch(branches, pieces[i + 1])
         if all(branches):
-            kept.append(pieces[i + 1])
+            kept.append(pieces[i + 2])
     return "".join(kept)
 
 
