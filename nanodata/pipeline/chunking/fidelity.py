@@ -72,14 +72,16 @@ def _spans(text: str):
         if directive is not None:
             counting = all(branches)
             _branch(branches, directive)
+            if counting:  # (inside a branch that does not count, only that branch is one span)
+                yield None, match.start(), match.end() - 1  # not its newline: the line before
             if counting and not all(branches):
                 skipped_from = match.start()
-            elif not counting and all(branches):  # (spans come in order of their starts)
+            elif not counting and all(branches):
                 yield None, skipped_from, match.end() - 1
-            yield None, match.start(), match.end() - 1  # not its newline: the line before
+        elif not all(branches):
+            continue
         elif found in _DELTA:
-            if all(branches):
-                yield found, match.start() - 1, match.end() - 1
+            yield found, match.start() - 1, match.end() - 1
         else:
             yield None, match.start() - 1, match.end() - 1
 

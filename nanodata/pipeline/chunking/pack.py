@@ -22,7 +22,7 @@ STATEMENT_ENDS = (";", "{", "}", ":")
 _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", "/** doc */\n", "namespace a {\n",
                    "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
                    "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n", "x = 1;   \n", "y();\r\n",
-                   "  // indented comment\n"]
+                   "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
 
 
 class Counter:

@@ -225,6 +225,13 @@ def _last_row(node) -> int:
     return row - 1 if column == 0 and row > node.start_point[0] else row  # preprocessor lines end after "\n"
 
 
+def _ends_statement(line: str) -> bool:
+    """Brace fallback: a line after which a new statement starts (else it continues into the next,
+    like a signature into its `{` line)."""
+    code = line.strip()
+    return not code or code.endswith((";", "}", "{", ":")) or code.startswith(("#", "//", "/*", "*"))
+
+
 def _layout(node, out: list) -> None:
     """Flatten a node into ("edge" | "member", child) items: the inner children of its blocks (and
     of else/catch/#else clauses, `case X:` and `#if X` bodies) are members, the rest is edges."""
@@ -255,6 +262,7 @@ class _Builder:
         self.closers: dict[tuple, int] = {}      # a scope key (its opener segments) -> its closer (-1: never closed)
         self.pairs: dict[int, int] = {}          # opener -> closer segment of namespaces and Parts (for _line_texts)
         self.conditional_keys: set[tuple] = set()
+        self.inside: list[tuple[int, int]] = []  # byte ranges of the units laid out as Parts
         self.units: list[Unit] = []
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
@@ -340,6 +348,8 @@ class _Builder:
                 self.includes.append(path.text.decode("utf-8", "replace").strip("<>\""))
         leading = self.pending
         member = self._member(node)
+        if member.part is not None:
+            self.inside.append((node.start_byte, node.end_byte))
         body = member.part.closer if member.part is not None else member.segments[-1]
         self._add(Unit(kind, name, owner, scope, leading + member.segments, body, node.start_byte, node.end_byte,
                        part=member.part), _last_row(node))
@@ -410,8 +420,8 @@ class _Builder:
 
     def brace_units(self, text: str) -> None:
         """Parse-error fallback: units from the file's lines and brace structure alone (fidelity.line_depths).
-        A line that opens a block larger than split_bytes is a Part's opener and the line that closes it
-        its closer, so such blocks are still cut between whole lines with their opening and closing
+        A line that opens a block larger than split_bytes is a Part's opener (with the signature lines
+        before it) and the line that closes it its closer, so such blocks are still cut between whole lines with their opening and closing
         lines; every other line (a comment or literal over several lines: those lines; a small block) is
         a member (top level: a unit), runs of them up to split_bytes/8 bytes together."""
         lines = text.splitlines(keepends=True)
@@ -438,12 +448,17 @@ class _Builder:
         def members(i: int, stop: int) -> list[Member]:
             out = []
             while i < stop:
+                head = i  # a block's `{` line: after the lines of its signature
+                while head < stop and head not in blocks and head not in joined and not _ends_statement(lines[head]):
+                    head += 1
                 if i in joined:
-                    j = min(joined[i], stop - 1)
+                    head, j = i, min(joined[i], stop - 1)
+                elif head < stop and blocks.get(head, stop) < stop:
+                    j = blocks[head]
                 else:
-                    j = blocks[i] if blocks.get(i, stop) < stop else i
-                if i not in joined and j > i and starts[j + 1] - starts[i] > self.split_bytes:
-                    opener, inner = self.segment(starts[i], starts[i + 1]), members(i + 1, j)
+                    head, j = i, (blocks[i] if blocks.get(i, stop) < stop else i)
+                if i not in joined and j > head and starts[j + 1] - starts[i] > self.split_bytes:
+                    opener, inner = self.segment(starts[i], starts[head + 1]), members(head + 1, j)
                     closer = self.segment(starts[j], starts[j + 1])
                     self.pairs[opener] = closer
                     segments = [opener, *(s for m in inner for s in m.segments), closer]
@@ -457,6 +472,8 @@ class _Builder:
 
         for member in members(0, len(lines)):
             start, end = self.spans[member.segments[0]][0], self.spans[member.segments[-1]][1]
+            if member.part is not None:
+                self.inside.append((start, end))
             self.units.append(Unit("decl", "", "", (), member.segments, member.segments[-1], start, end,
                                    part=member.part))
 
@@ -498,9 +515,13 @@ class _Builder:
                 self.closers.setdefault(key, -1)
 
 
-def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int]) -> tuple[list[str], list[int]]:
+def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int],
+                inside: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
     """Each segment's text: the whole lines its node touches, exactly as in the source; and the
-    segments in source order.
+    segments in source order. Blank lines between segments are dropped, except inside the byte
+    ranges `inside` (the units laid out as Parts): there a segment keeps the blank lines after it, so
+    a Part's segments together are its source text exactly, as the unit's one segment would be.
+    ("X\n\n" + "Y" still tokenizes as the sum of its parts: pack._check_additive probes it.)
 
     Segments that share a line form one group whose text goes to one of them (the others get ''),
     chosen so re-wrapped docs keep their braces balanced: a namespace's `{` or `}` when the group
@@ -512,14 +533,17 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     texts = [""] * len(spans)
     group: list[int] = []
     group_start = group_end = 0
+    inside_starts = [start for start, _ in inside]
 
-    def flush() -> None:
+    def flush(next_start: int) -> None:
         if group:
             members = set(group)
             whole = any(closers[i] in members for i in members if i in closers)
             prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
             owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
-            text = data[group_start:group_end].decode("utf-8")
+            k = bisect_right(inside_starts, group_start) - 1
+            end = next_start if k >= 0 and group_end < inside[k][1] else group_end
+            text = data[group_start:end].decode("utf-8")
             texts[owner] = text if text.endswith("\n") else text + "\n"
 
     order = sorted(range(len(spans)), key=spans.__getitem__)
@@ -531,9 +555,9 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
             group.append(i)
             group_end = max(group_end, line_end)
         else:
-            flush()
+            flush(line_start)
             group, group_start, group_end = [i], line_start, line_end
-    flush()
+    flush(len(data))
     return texts, order
 
 
@@ -623,12 +647,12 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     builder = _Builder(data, with_references, split_bytes)
     builder.walk(tree.root_node.children, ())
     builder.flush(())
-    texts, order = _line_texts(data, builder.spans, builder.pairs)
+    texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     fallback = tree.root_node.has_error and not _consistent(builder, texts)
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
         builder.brace_units(text)
-        texts, order = _line_texts(data, builder.spans, builder.pairs)
+        texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     tokens = count_batch(texts)
 
     def entry(key: tuple) -> tuple:
