@@ -269,6 +269,9 @@ class Chunker:
         packer = self.packer
         local_calls = self.local_calls(f)
         covered, docs = set(), []
+        # preamble units without comments of their own are in every doc the preamble starts
+        repeated = [(f, u) for u, unit in enumerate(self.index.files[f].units)
+                    if preamble and unit.kind == "preamble" and unit.segments == [unit.body]]
         for root in reversed(functions):  # callers first: their docs cover many callees
             if root in covered:
                 continue
@@ -283,7 +286,7 @@ class Chunker:
                 if packer.fits(builder, refs):
                     packer.add(builder, refs)
                     docs.append(builder.finish("compilable", source))
-                    covered.update(r for r in refs if r[0] == f)
+                    covered.update([r for r in refs if r[0] == f] + repeated)
                     break
             else:
                 docs.extend(packer.alone(root, preamble, source, "compilable"))

@@ -45,7 +45,7 @@ def test_class_members_and_out_of_class_methods(tokenizer):
     fu = _parse(src, tokenizer)
     box, size, dtor = fu.units
     assert (box.kind, box.name) == ("type", "Box") and "Base" in box.types
-    members = ["".join(fu.texts[s] for s in m) for m in box.members]
+    members = ["".join(fu.texts[s] for s in m.segments) for m in box.part.members]
     assert members == [" public:\n", "  // getter\n  T get() const { return v; }\n", "  T v;  // the value\n"]  # exact source lines
     assert (size.kind, size.name, size.owner) == ("function", "size", "Box2")
     assert (dtor.name, dtor.owner) == ("~A", "A")
