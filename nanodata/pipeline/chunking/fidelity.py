@@ -150,13 +150,15 @@ def lines_in_order(source: str, docs: list[str]) -> int:
 
 # ---------------------------------------------------------------- a run's figures, per project
 
-CUTS = ("oversized_statement_cuts", "parse_error_regions")   # counted by modes.Packer.cut
+# statements (or lines) larger than the budget cut by lines (modes.Packer.cut), the docs those cuts made
+# (the only docs that may not balance), files laid out from their braces (units.py: parse-error fallback)
+CUTS = ("oversized_statement_cuts", "cut_docs", "parse_error_regions")
 FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS
 
 
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
-    balance, and what had to be cut by lines (`cuts`: the Packer's counts)."""
+    balance, and what had to be cut by lines (`cuts`: the counts named in CUTS)."""
     return {"lines": len(source_lines(source)), "lines_kept": lines_kept(source, docs), "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}}
 

@@ -269,9 +269,9 @@ class Chunker:
         packer = self.packer
         local_calls = self.local_calls(f)
         covered, docs = set(), []
-        # preamble units without comments of their own are in every doc the preamble starts
+        # preamble units the preamble repeats whole: without comments of their own, outside any #if
         repeated = [(f, u) for u, unit in enumerate(self.index.files[f].units)
-                    if preamble and unit.kind == "preamble" and unit.segments == [unit.body]]
+                    if preamble and unit.kind == "preamble" and unit.segments == [unit.body] and not unit.scope]
         for root in reversed(functions):  # callers first: their docs cover many callees
             if root in covered:
                 continue

@@ -79,7 +79,8 @@ def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) 
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
     stats = file_stats(fu.whole_text(), [d.text for d in docs],
-                       {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions})
+                       {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
+                        "cut_docs": sum(d.cut for d in docs)})
     return FileResult(gid, size, fu.syntax_errors, docs, rank=rank, project=project, stats=stats)
 
 
