@@ -42,22 +42,24 @@ _BRANCH = ("else", "elif", "elifdef", "elifndef")
 _DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
 
 
-def line_depths(lines: list[str]) -> list[int]:
-    """Net `{}` + `()` depth after each of `lines` (joined, they make one text), counted as `balanced`
-    counts; None for a line that ends inside a comment, literal or directive (no place to cut)."""
+def line_depths(lines: list[str]) -> list[int | None]:
+    """`{}` depth after each of `lines` (joined, they make one text), counted as `balanced` counts; None
+    for a line that ends inside a comment, literal, directive or open `(` (no place to cut)."""
     ends = list(accumulate(len(line) for line in lines))
     depths: list = [0] * len(ends)
-    depth = line = 0
+    braces = parens = line = 0
     for kind, start, end in _spans("".join(lines)):
         while ends[line] <= start:
-            depths[line] = depth
+            depths[line] = braces if parens == 0 else None
             line += 1
         while kind is None and ends[line] < end:  # a comment or literal over several lines
             depths[line] = None
             line += 1
-        depth += sum(_DELTA[kind]) if kind else 0
+        if kind is not None:
+            d_braces, d_parens = _DELTA[kind]
+            braces, parens = braces + d_braces, max(parens + d_parens, 0)  # a stray `)` does not stop cuts
     for rest in range(line, len(ends)):
-        depths[rest] = depth
+        depths[rest] = braces if parens == 0 else None
     return depths
 
 

@@ -448,16 +448,15 @@ class _Builder:
         def members(i: int, stop: int) -> list[Member]:
             out = []
             while i < stop:
-                head = i  # a block's `{` line: after the lines of its signature
-                while head < stop and head not in blocks and head not in joined and not _ends_statement(lines[head]):
-                    head += 1
-                if i in joined:
-                    head, j = i, min(joined[i], stop - 1)
-                elif head < stop and blocks.get(head, stop) < stop:
+                head = i  # a block's `{` line: after its signature's lines (comments, open parens included)
+                while head < stop and head not in blocks and (head in joined or not _ends_statement(lines[head])):
+                    head = joined[head] if head in joined else head + 1
+                block = head < stop and blocks.get(head, stop) < stop
+                if block:
                     j = blocks[head]
                 else:
-                    head, j = i, (blocks[i] if blocks.get(i, stop) < stop else i)
-                if i not in joined and j > head and starts[j + 1] - starts[i] > self.split_bytes:
+                    head, j = i, min(joined.get(i, i), stop - 1)
+                if block and starts[j + 1] - starts[i] > self.split_bytes:
                     opener, inner = self.segment(starts[i], starts[head + 1]), members(head + 1, j)
                     closer = self.segment(starts[j], starts[j + 1])
                     self.pairs[opener] = closer
