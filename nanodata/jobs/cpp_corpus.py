@@ -341,7 +341,21 @@ def partition_stats(stage: str) -> list[dict]:
     return stats
 
 
+def fidelity_stats(stage: str) -> dict | None:
+    """The chunk tasks' fidelity figures (lines kept, balanced docs, cuts) summed per project, or None."""
+    from nanodata.pipeline.chunking.fidelity import add_stats, summarize
+
+    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
+    by_project: dict = {}
+    for number in range(plan_["partitions"]):
+        for project, stats in (read_json(join(stage, "docs", _partition_name(number) + ".json")) or {}).get(
+                "fidelity", {}).items():
+            add_stats(by_project, project, stats)
+    return summarize(by_project) if by_project else None
+
+
 def report_extras(stage: str) -> dict:
     """What the build's report shows beside its shards (nanodata.report.corpus_report.report_build): each
-    partition's counts, time per task kind, and each bucket's dedupe counts."""
-    return {"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage)}
+    partition's counts, time per task kind, each bucket's dedupe counts, and the chunks' fidelity per project."""
+    return {"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage),
+            "fidelity": fidelity_stats(stage)}

@@ -185,11 +185,12 @@ def check_max_tokens(max_tokens) -> None:
 
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
-                 buckets: list | None = None) -> dict:
+                 buckets: list | None = None, fidelity: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
-    (mapped or not), `buckets`: per dedupe bucket docs and bytes, if known."""
+    (mapped or not), `buckets`: per dedupe bucket docs and bytes, `fidelity`: the chunker's lines kept, balanced
+    docs and cuts per project (fidelity.summarize), if known."""
     build_dir = Path(build_dir)
     check_build_dir(build_dir)
     check_max_tokens(max_tokens)
@@ -236,6 +237,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "partitions": partitions or [],
         "tasks": tasks or [],
         "buckets": buckets or [],
+        "fidelity": fidelity,
     }
 
 
@@ -302,6 +304,25 @@ def crop_explanation(report: dict) -> str:
         "extra BOS per requeued tail, and a tail is trained on without the start of its doc in context.</p>")
 
 
+FIDELITY_COLUMNS = ("project", "lines", "lines_kept_pct", "docs", "balanced_docs_pct", "oversized_statement_cuts",
+                    "cut_docs", "parse_error_regions")
+
+
+def fidelity_section(fidelity: dict | None) -> str:
+    """How faithful the chunks are to their source, per project (issue 20): the share of non-blank source lines
+    the docs keep (goal 100%), the share of docs whose braces and parens balance, the statements larger than
+    max_tokens cut by lines (the docs they made are the only ones that may not balance), and the files laid
+    out by their braces because tree-sitter could not parse them."""
+    if not fidelity:
+        return ""
+    rows = [{"project": "(all)", **fidelity["total"]}]
+    rows += [{"project": name, **stats} for name, stats in fidelity["by_project"].items()]
+    return ("<h2>Fidelity to the source</h2><p>Per project, before duplicates were dropped: lines kept (of the "
+            "non-blank source lines; goal 100%), docs whose <code>{}</code> and <code>()</code> balance, statements "
+            "larger than max_tokens cut by lines and the docs they made, files tree-sitter could not parse (laid out "
+            "by their braces)</p>" + _columns_table(FIDELITY_COLUMNS, rows))
+
+
 def render_html(report: dict) -> str:
     stats, manifest = report["doc_tokens"], report["manifest"] or {}
     summary = [("build", report["build"]), ("complete (_COMPLETE present)", report["complete"]),
@@ -354,6 +375,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {partitions}
 {buckets}
 {tasks}
+{fidelity_section(report.get("fidelity"))}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """
@@ -361,7 +383,8 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
                  tokenizer: str = "cl100k_base", partitions: list | None = None, max_tokens: int | None = None,
-                 uri: str | None = None, tasks: list | None = None, buckets: list | None = None) -> Path:
+                 uri: str | None = None, tasks: list | None = None, buckets: list | None = None,
+                 fidelity: dict | None = None) -> Path:
     """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
 
     Every file is written to a temp name and renamed. Returns the path of index.html.
@@ -372,7 +395,7 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
         raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
-    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri, tasks, buckets)
+    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri, tasks, buckets, fidelity)
     with disk_errors(out):
         out.mkdir(parents=True, exist_ok=True)
     for name, svg in render_plots(report).items():

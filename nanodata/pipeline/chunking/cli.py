@@ -17,8 +17,9 @@ MODE_HELP = """modes:
   project     cross-file over --project-dirs; projects ordered by their #include dependencies
   compilable  per function: preamble, needed types in dependency order, callees first; falls back to
               dropping cross-file functions, then preamble + named types + the function
-every doc is <= --max-tokens counted with the real tokenizer; a unit larger than that is cut at line
-boundaries into docs of kind "split". Output lines: {"text","n_tokens","mode","source","kind"};
+every doc is <= --max-tokens counted with the real tokenizer; every non-blank source line reaches the
+docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
+and closing lines), only a single statement larger than the budget at line boundaries. Output lines: {"text","n_tokens","mode","source","kind"};
 OUTPUT.done (the summary as JSON) is written last."""
 
 
@@ -69,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "
           f"{s['files_per_s']} files/s, {s['mb_per_s']} MB/s -> {s['output']}")
+    total, by_project = s["fidelity"]["total"], s["fidelity"]["by_project"]
+    worst = sorted(by_project.items(), key=lambda item: (item[1]["lines_kept_pct"], item[1]["balanced_docs_pct"]))[:5]
+    print(f"fidelity: {total['lines_kept_pct']}% of {total['lines']} lines kept, {total['balanced_docs_pct']}% of docs "
+          f"balanced, {total['oversized_statement_cuts']} oversized statements cut ({total['cut_docs']} docs), "
+          f"{total['parse_error_regions']} parse-error regions | per project (see OUTPUT.done for all): "
+          + ", ".join(f"{p} {t['lines_kept_pct']}% kept {t['balanced_docs_pct']}% balanced" for p, t in worst))
     if s.get("ambiguous_by_project"):  # global modes: names no lookup resolves (see OUTPUT.done for all)
         top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
         print(f"names defined twice with one qualification within a project (never pulled): "
