@@ -191,6 +191,9 @@ def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_
     cpp_corpus.cleanup(str(dest), planned["key"])
     left = _dest_files(dest)
     build = f"builds/{planned['key']}/"
+    fidelity = json.loads((dest / build / "report" / "report.json").read_text())["fidelity"]
+    assert fidelity["total"]["lines_kept_pct"] == 100.0 and fidelity["total"]["docs"] > 0  # the chunk tasks' figures
+    assert "Fidelity to the source" in (dest / build / "report" / "index.html").read_text()
     manifest = json.loads((dest / build / "manifest.json").read_text())
     kept = {build + s["name"] for s in manifest["shards"] + [manifest["val"]]} | \
         {build + "manifest.json", build + "_COMPLETE", "latest.json"}
