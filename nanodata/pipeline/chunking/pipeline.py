@@ -64,9 +64,10 @@ def _parse(src: SourceFile):
     text, problem = load_text(src)
     if problem is not None:
         return None, problem
-    # a node of at most budget/2 bytes has at most budget/2 tokens: only larger ones may need cutting
+    # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
+    # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
     return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                       split_bytes=_state["budget"] // 2), None
+                       split_bytes=_state["budget"]), None
 
 
 def _chunker(files: dict) -> Chunker:
