@@ -444,13 +444,19 @@ class _Builder:
             depth = after
 
         small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
+        # heads[i]: the first line from i on that opens a block or ends a statement, comments and open parens
+        # passed over: a block starting at line i has its `{` there (after its signature's lines)
+        heads = list(range(len(lines) + 1))
+        for k in range(len(lines) - 1, -1, -1):
+            if k in joined and k not in blocks:
+                heads[k] = heads[joined[k]]
+            elif k not in blocks and not _ends_statement(lines[k]):
+                heads[k] = heads[k + 1]
 
         def members(i: int, stop: int) -> list[Member]:
             out = []
             while i < stop:
-                head = i  # a block's `{` line: after its signature's lines (comments, open parens included)
-                while head < stop and head not in blocks and (head in joined or not _ends_statement(lines[head])):
-                    head = joined[head] if head in joined else head + 1
+                head = min(heads[i], stop)
                 block = head < stop and blocks.get(head, stop) < stop
                 if block:
                     j = blocks[head]
