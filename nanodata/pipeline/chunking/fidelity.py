@@ -5,7 +5,8 @@ Balance. A doc is *balanced* when its `{}` and its `()` each never close more th
 end at depth 0, counting only code: comments, string and char literals (raw strings
 `R"delim(...)delim"` included) and preprocessor lines are skipped, and of an `#if`/`#elif`/`#else`
 chain only the first branch counts (as a compiler with the `#if` true would see it; an `#else` with no
-`#if` in the doc starts a branch that does not count).
+`#if` in the doc starts a branch that does not count). The chunker balances every doc except those made
+by cutting a single statement larger than the budget at line ends (`cut_docs`, modes.Packer.cut).
 
 Lines. A file's *lines* are its non-blank lines (whitespace-only lines never reach a doc: units.py
 squeezes them). `lines_kept` counts how many of them its docs hold, with multiplicity: a line that occurs

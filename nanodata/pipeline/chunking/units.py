@@ -19,6 +19,12 @@ blocks (`} else {`, `} catch (E& e) {`) are members too. modes.Packer cuts such 
 gives each piece the opening and closing lines, so every piece balances its braces. (A node of at most
 split_bytes bytes has at most that many tokens: it never needs cutting.)
 
+Parse errors. tree-sitter recovers from what it cannot parse (macros it cannot see through) in ways that
+break the structure: a namespace closed at a function's `}`, a `}` left loose. When the tree's units and
+scopes do not balance (`_consistent`), the file is laid out from its brace structure instead
+(`_Builder.brace_units`, counted in `parse_error_regions`): lines and blocks, cut between lines at a
+block's own depth, never inside a comment, literal, directive, open `(` or an `#else` branch.
+
 Every segment's text is an exact span of the source made of whole lines: a node is widened to
 the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
 segment, held by the widest of them (the others are empty). A doc is thus always a concatenation
