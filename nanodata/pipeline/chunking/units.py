@@ -38,7 +38,7 @@ them (`pack.counter_for` refuses a tokenizer for which this does not hold).
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -72,6 +72,7 @@ MAX_PREAMBLE_ITEM_BYTES = 512
 REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type "
                              "(qualified_identifier scope: (namespace_identifier) @type)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$')  # brace fallback: a scope, not a Part
 
 _parser: Parser | None = None
 
@@ -235,7 +236,8 @@ def _ends_statement(line: str) -> bool:
     """Brace fallback: a line after which a new statement starts (else it continues into the next,
     like a signature into its `{` line)."""
     code = line.strip()
-    return not code or code.endswith((";", "}", "{", ":")) or code.startswith(("#", "//", "/*", "*"))
+    return (not code or code.endswith((";", "}", "{")) or code.endswith(":") and not code.endswith("::")
+            or code.startswith(("#", "//", "/*", "*")))
 
 
 def _layout(node, out: list) -> None:
@@ -424,12 +426,15 @@ class _Builder:
         self.closers[(opener,)] = self.pairs[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
         self.last = (None, _last_row(body))
 
-    def brace_units(self, text: str) -> None:
-        """Parse-error fallback: units from the file's lines and brace structure alone (fidelity.line_depths).
+    def brace_units(self, text: str, definitions: list) -> None:
+        """Parse-error fallback: units from the file's lines and brace structure (fidelity.line_depths).
         A line that opens a block larger than split_bytes is a Part's opener (with the signature lines
-        before it) and the line that closes it its closer, so such blocks are still cut between whole lines with their opening and closing
-        lines; every other line (a comment or literal over several lines: those lines; a small block) is
-        a member (top level: a unit), runs of them up to split_bytes/8 bytes together."""
+        before it) and the line that closes it its closer, so such blocks are still cut between whole
+        lines with their opening and closing lines; every other line (a comment or literal over several
+        lines: those lines; a small block) is a member, runs of them up to split_bytes/8 bytes together.
+        A large `namespace`/`extern "C"` block is a scope, its members units; a unit is named after the
+        largest definition tree-sitter found inside it (`definitions`: sorted (start, end, node)), if any.
+        Segments keep the blank lines after them: the units' texts are the source's, blank lines included."""
         lines = text.splitlines(keepends=True)
         starts = [0, *accumulate(len(line.encode("utf-8")) for line in lines)]
         depths = line_depths(lines)
@@ -466,8 +471,9 @@ class _Builder:
                 block = head < stop and blocks.get(head, stop) < stop
                 if block:
                     j = blocks[head]
-                else:
-                    head, j = i, min(joined.get(i, i), stop - 1)
+                else:  # a statement: its lines up to the one that ends it (a small run of them)
+                    end = head if head < stop and starts[head + 1] - starts[i] <= small else i
+                    head, j = i, min(max(joined.get(i, i), end), stop - 1)
                 if block and starts[j + 1] - starts[i] > self.split_bytes:
                     opener, inner = self.segment(starts[i], starts[head + 1]), members(head + 1, j)
                     closer = self.segment(starts[j], starts[j + 1])
@@ -481,12 +487,23 @@ class _Builder:
                 i = j + 1
             return out
 
-        for member in members(0, len(lines)):
-            start, end = self.spans[member.segments[0]][0], self.spans[member.segments[-1]][1]
-            if member.part is not None:
-                self.inside.append((start, end))
-            self.units.append(Unit("decl", "", "", (), member.segments, member.segments[-1], start, end,
-                                   part=member.part))
+        def add_units(found: list[Member], scope: tuple) -> None:
+            for member in found:
+                start, end = self.spans[member.segments[0]][0], self.spans[member.segments[-1]][1]
+                part = member.part
+                if part is not None and WRAPPER_OPENER.match(self.data[start:self.spans[part.opener][1]]):
+                    self.closers[(part.opener,)] = part.closer
+                    add_units(part.members, scope + ((part.opener,),))
+                    continue
+                first = bisect_left(definitions, (start,))
+                inside = [n for s, e, n in definitions[first:bisect_left(definitions, (end,))] if e <= end]
+                node = max(inside, key=lambda n: n.end_byte - n.start_byte, default=None)
+                kind, name, owner = classify(node, self.named) if node is not None else ("decl", "", "")
+                self.units.append(Unit(kind if kind in ("function", "type") else "decl", name, owner, scope,
+                                       member.segments, member.segments[-1], start, end, part=part))
+
+        add_units(members(0, len(lines)), ())
+        self.inside = [(0, len(self.data))]  # the lines were cut anywhere: keep every blank line
 
     def walk_scope(self, children: list, scope: tuple) -> None:
         """Walk the body of a namespace or #if branch; one without units still gets one (empty) unit,
@@ -626,6 +643,19 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
+def _definitions(root) -> list[tuple]:
+    """(start, end, node) of the functions and types tree-sitter found at declaration level, by start."""
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            if _is_definition(child):
+                found.append((child.start_byte, child.end_byte, child))
+            elif child.type in WRAPPERS or child.type in CONDITIONALS or child.type in ("ERROR", "declaration_list"):
+                stack.append(child)
+    return sorted(found, key=lambda item: item[:2])
+
+
 def _consistent(builder: _Builder, texts: list[str]) -> bool:
     """Does the tree's structure agree with the braces (fidelity.balanced)? tree-sitter recovers from
     what it cannot parse (macros) by closing a namespace at a function's `}` or leaving a `}` loose:
@@ -661,8 +691,10 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     fallback = tree.root_node.has_error and not _consistent(builder, texts)
     if fallback:
+        includes = builder.includes
         builder = _Builder(data, with_references, split_bytes)
-        builder.brace_units(text)
+        builder.includes = includes
+        builder.brace_units(text, _definitions(tree.root_node) if with_references else [])
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     tokens = count_batch(texts)
 

@@ -7,6 +7,8 @@ import pytest
 from cpp_projects import STD_HEADERS, STD_SUBSET, function_texts, read_docs, write_layers, write_projects
 
 from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunking.pack import counter_for
+from nanodata.pipeline.chunking.units import parse_units
 
 BUDGET = 1024
 
@@ -50,8 +52,12 @@ def test_every_function_whole_unless_split(std_runs, mode):
     whole = "\n".join(d["text"] for d in docs if d["kind"] != "split")
     split = "\n".join(d["text"] for d in docs if d["kind"] == "split")
     missing, in_split, total = [], 0, 0
+    counter = counter_for("cl100k_base")
     for name in STD_SUBSET:
-        for function in function_texts((STD_HEADERS / name).read_text()):
+        text = (STD_HEADERS / name).read_text()
+        if parse_units(text, counter.count_batch, split_bytes=BUDGET).parse_error_regions:
+            continue  # laid out by its braces: tree-sitter's "functions" there are guesses (see test_fidelity.py)
+        for function in function_texts(text):
             total += 1
             if function in whole or function in split:
                 continue
@@ -61,8 +67,7 @@ def test_every_function_whole_unless_split(std_runs, mode):
             else:
                 missing.append(function[:80])
     assert missing == []
-    # only functions inside units too large for one doc (in a parse-error region, blocks found by their braces)
-    assert total > 700 and in_split < total // 30
+    assert total > 200 and in_split < total // 50  # only functions inside units too large for one doc
 
 
 def test_namespaces_rewrapped_and_comments_kept(std_runs):
