@@ -162,7 +162,9 @@ FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
     balance, and what had to be cut by lines (`cuts`: the counts named in CUTS)."""
-    return {"lines": len(source_lines(source)), "lines_kept": lines_kept(source, docs), "docs": len(docs),
+    lines = len(source_lines(source))
+    kept = lines if docs == [source] else lines_kept(source, docs)  # a whole-file doc keeps every line
+    return {"lines": lines, "lines_kept": kept, "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}}
 
 
