@@ -153,10 +153,10 @@ def nanodata_cpp_corpus():
         return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"])
 
     @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
-    def shard(batch: dict, where: dict) -> dict:
+    def shard(batch: dict, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.shard_batch(where["destination"], batch)
+        return cpp_corpus.shard_batch(where["destination"], batch, tokenizer=params["tokenizer"])
 
     @task(outlets=[CPP_CORPUS])
     def publish(shards: list[dict], where: dict, outlet_events=None) -> dict:

@@ -46,7 +46,7 @@ SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its k
 MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
-STAGE_FORMAT = 3
+STAGE_FORMAT = 4
 
 
 def build_uri(dest: str, key: str) -> str:
@@ -247,8 +247,8 @@ def shard_refs(stage: str, key: str) -> list[dict]:
     return tail.shard_refs(stage, key)
 
 
-def shard_batch(dest: str, ref: dict) -> dict:
-    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED)
+def shard_batch(dest: str, ref: dict, *, tokenizer: str) -> dict:
+    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED, tokenizer=tokenizer)
 
 
 def publish(dest: str, stage: str, key: str) -> dict:
@@ -341,7 +341,16 @@ def partition_stats(stage: str) -> list[dict]:
     return stats
 
 
+def ambiguity(stage: str) -> dict | None:
+    """Global modes: names defined more than once with one qualification within a project, per project (the
+    index's counts); None in local modes."""
+    counts = read_json(join(stage, "index", SUMMARY))
+    return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
+
+
 def report_extras(stage: str) -> dict:
-    """What the build's report shows beside its shards (nanodata.report.corpus_report.report_build): each
-    partition's counts, time per task kind, and each bucket's dedupe counts."""
-    return {"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage)}
+    """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
+    shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
+    bucket's dedupe counts, and the names ambiguous per project (global modes)."""
+    return {"shards": tail.file_stats(stage), "partitions": partition_stats(stage), "tasks": task_times(stage),
+            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage)}

@@ -36,6 +36,7 @@ from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, 
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
 from nanodata.pipeline.chunking.writer import from_staged
+from nanodata.pipeline.shard_stats import shard_stats
 from nanodata.pipeline.shuffle import (
     FILE_BYTES,
     ROW_GROUP_BYTES,
@@ -245,8 +246,10 @@ def _take(values: array, index: np.ndarray) -> list[int]:
     return np.frombuffer(values, dtype=np.uint64)[index].tolist() if len(index) else []
 
 
-def shard_batch(ref: dict, *, build: str, seed: int) -> dict:
-    """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI)."""
+def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
+    """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI), with
+    the report's statistics of each file it wrote in its summary (tokens from the n_tokens column, else counted
+    with `tokenizer`), so the report reads no shard."""
     stage = ref["stage"]
 
     def work(tail, shard, tmp):
@@ -270,14 +273,23 @@ def shard_batch(ref: dict, *, build: str, seed: int) -> dict:
                                 row_group_bytes=ROW_GROUP_BYTES)
         finally:
             spool.close()
+        local = [(tmp / name) if is_gcs(build) else Path(join(build, name)) for name in names]
+        stats = [_file_stats(path, "val" if val else "train", tokenizer) for path in local]
         if is_gcs(build):  # straight to the build's prefix: no local copy of the corpus, no serial upload
             for name in names:
                 storage.write_file(tmp / name, join(build, name))
                 (tmp / name).unlink()
         return {"shard": shard, "val": val, "files": files, "docs": sum(f["rows"] for f in files),
-                "bytes": sum(f["bytes"] for f in files)}
+                "bytes": sum(f["bytes"] for f in files), "stats": stats}
 
     return {"key": ref["key"], "stage": stage, **_each(stage, "shard", ref["batch"], work)}
+
+
+def _file_stats(path: Path, split: str, tokenizer: str) -> dict:
+    """One written file's statistics for the report: its n_tokens column, else every text tokenized."""
+    from nanodata.tokenizer import load
+
+    return shard_stats(path, split) or shard_stats(path, split, load(tokenizer).encoding)
 
 
 def commit(build: str, stage: str, created_by: str) -> Manifest:
@@ -299,6 +311,12 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
     storage.write_bytes(join(build, MANIFEST), manifest.to_bytes())
     mark_complete(build)
     return manifest
+
+
+def file_stats(stage: str) -> list[dict]:
+    """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
+    tail = read_json(join(stage, TAIL))
+    return [stats for s in range(tail["shards"] + 1) for stats in read_json(join(stage, SHARDS, f"{s:05d}.json"))["stats"]]
 
 
 def bucket_stats(stage: str) -> list[dict]:
