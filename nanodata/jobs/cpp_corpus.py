@@ -34,7 +34,7 @@ from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.ranges import PARTITION_MB
-from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
@@ -320,7 +320,7 @@ def task_times(stage: str) -> list[dict]:
     rows = []
     for step in ("plan", "parse", "index", "chunk", "route", "bucket", "shard", "publish"):
         if step in mapped:
-            seconds = [s["seconds"] for s in map(read_json, mapped[step]) if s is not None]
+            seconds = [s["seconds"] for s in read_jsons(mapped[step]) if s is not None]
             if seconds:
                 rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
         else:
@@ -333,12 +333,9 @@ def task_times(stage: str) -> list[dict]:
 def partition_stats(stage: str) -> list[dict]:
     """Per partition, what its chunk task counted (for the report)."""
     plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
-    stats = []
-    for number in range(plan_["partitions"]):
-        s = read_json(join(stage, "docs", _partition_name(number) + ".json")) or {}
-        stats.append({k: s.get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
-                                            "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")})
-    return stats
+    summaries = read_jsons(join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"]))
+    return [{k: (s or {}).get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
+                                           "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
 
 
 def ambiguity(stage: str) -> dict | None:

@@ -21,6 +21,7 @@ duplicated or lost.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -47,7 +48,7 @@ from nanodata.pipeline.shuffle import (
     shard_of,
     shuffle_key,
 )
-from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 from nanodata.storage.files import atomic_output
 
@@ -183,6 +184,12 @@ def _each(stage: str, kind: str, batch: int, work) -> dict:
     return {"batch": batch, **totals}
 
 
+def _ranges(stage: str, data: list[str], summaries: list[str], key: str) -> list[tuple[str, list]]:
+    """[(data file URI, its byte offsets)]: the offsets from each file's summary (`key`), the summaries read at once."""
+    read = read_jsons([join(stage, name) for name in summaries])
+    return [(join(stage, name), summary[key]) for name, summary in zip(data, read, strict=True)]
+
+
 def _read_ranges(uris_offsets, index: int):
     """Yield the records (lines) of range `index` of each (uri, offsets) in order."""
     for uri, offsets in uris_offsets:
@@ -197,11 +204,13 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
     route its docs to val or a train shard."""
     stage = ref["stage"]
 
+    @functools.cache
+    def scattered(partitions: int) -> list:  # once per batch: every bucket of it reads range b of each partition
+        return _ranges(stage, [f"{SCATTER}/{p:05d}.bin" for p in range(partitions)],
+                       [f"docs/{p:05d}.json" for p in range(partitions)], "bucket_offsets")
+
     def work(tail, bucket, tmp):
-        sources = []
-        for p in range(tail["partitions"]):
-            summary = read_json(join(stage, "docs", f"{p:05d}.json"))
-            sources.append((join(stage, SCATTER, f"{p:05d}.bin"), summary["bucket_offsets"]))
+        sources = scattered(tail["partitions"])
         hi, lo, order = array("Q"), array("Q"), array("q")
         starts, lengths = array("Q"), array("Q")
         spool = tmp / "in.staged"
@@ -252,9 +261,13 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
     with `tokenizer`), so the report reads no shard."""
     stage = ref["stage"]
 
+    @functools.cache
+    def routed(buckets: int) -> list:  # once per batch: every shard of it reads range s of each bucket
+        return _ranges(stage, [f"{ROUTED}/{b:05d}.bin" for b in range(buckets)],
+                       [f"{ROUTED}/{b:05d}.json" for b in range(buckets)], "shard_offsets")
+
     def work(tail, shard, tmp):
-        sources = [(join(stage, ROUTED, f"{b:05d}.bin"), read_json(join(stage, ROUTED, f"{b:05d}.json"))["shard_offsets"])
-                   for b in range(tail["buckets"])]
+        sources = routed(tail["buckets"])
         spool = SortedSpool(tmp / "shard.jsonl")
         try:
             for line in _read_ranges(sources, shard):
@@ -298,8 +311,7 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
         return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
     tail = read_json(join(stage, TAIL))
     shards, val = [], None
-    for s in range(tail["shards"] + 1):
-        summary = read_json(join(stage, SHARDS, f"{s:05d}.json"))
+    for s, summary in enumerate(read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))):
         if summary is None:
             raise RuntimeError(f"shard {s} is not written ({stage}/{SHARDS}/{s:05d}.json missing)")
         if summary["val"]:
@@ -316,15 +328,13 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
 def file_stats(stage: str) -> list[dict]:
     """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
     tail = read_json(join(stage, TAIL))
-    return [stats for s in range(tail["shards"] + 1) for stats in read_json(join(stage, SHARDS, f"{s:05d}.json"))["stats"]]
+    summaries = read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))
+    return [stats for summary in summaries for stats in summary["stats"]]
 
 
 def bucket_stats(stage: str) -> list[dict]:
     """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
     tail = read_json(join(stage, TAIL)) or {"buckets": 0}
-    stats = []
-    for b in range(tail["buckets"]):
-        summary = read_json(join(stage, ROUTED, f"{b:05d}.json")) or {}
-        stats.append({k: summary.get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
-                                                    "seconds")})
-    return stats
+    summaries = read_jsons(join(stage, ROUTED, f"{b:05d}.json") for b in range(tail["buckets"]))
+    return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
+                                                  "seconds")} for summary in summaries]
