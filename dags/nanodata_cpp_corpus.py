@@ -29,7 +29,9 @@ Builds a C++ pretraining corpus:
 * `publish` writes `manifest.json`, then `_COMPLETE`, then `DESTINATION/latest.json`, and emits the
   `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes), which
   schedules `nanodata_tokenizer`.
-* `report` writes counts (per partition and bucket, time per task kind) and plots to `builds/<key>/report/` and logs its URI and its
+* `report` merges the counts each shard task made of the files it wrote (it reads no shard) with the counts per
+  partition and bucket, time per task kind and, in global modes, the names ambiguous per project, writes them
+  and plots to `builds/<key>/report/` and logs its URI and its
   page in the UI (**Browse → Corpus reports** lists every build).
 * `cleanup` deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
