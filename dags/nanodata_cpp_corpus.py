@@ -14,7 +14,8 @@ Builds a C++ pretraining corpus:
   build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
   points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
   `partition_mb` MB (big JSONL inputs into line-aligned ranges; a `.gz` read once by rapidgzip, whose seek
-  index lets each chunk task read its own decompressed range; a `.zst` decompressed once into staging;
+  index lets each chunk task read its own decompressed range; a `.zst` read once, noting its frames, each
+  chunk task reading from its range's frame (a one-frame `.zst`'s later pieces decompressed into staging);
   projects grouped or split by size).
 * Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
