@@ -43,7 +43,7 @@ PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, bat
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
-MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
+MAX_FILE_BYTES = None  # as `nanodata chunk`'s default: no file is too big (a file is parsed whole)
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
 STAGE_FORMAT = 3
@@ -221,8 +221,8 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
             parsed = read_json(join(stage, "units", name + ".json"))
             groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
             # the files were read (and their problems counted) by the parse pass
-            tally.files_skipped, tally.files_failed, tally.problems = (parsed["files_skipped"], parsed["files_failed"],
-                                                                       parsed["problems"])
+            for name in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
+                setattr(tally, name, parsed.get(name, getattr(tally, name)))
         else:
             docs = chunk_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, tally)
             groups = stage_docs(docs, out, mode)

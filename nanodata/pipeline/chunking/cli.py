@@ -39,8 +39,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
     parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=CROSS_DEPTH.default,
                         help=f"breadth-first depth of cross-file dependencies (default: {CROSS_DEPTH.default})")
-    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=MAX_FILE_BYTES.default,
-                        help=f"skip (and count) files larger than this (default: {MAX_FILE_BYTES.default})")
+    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=None, metavar="N",
+                        help="skip files larger than N bytes, each named with its size in the log and in the "
+                             "summary (default: no limit; a file is parsed whole, a big one is just more docs)")
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
     parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "
           f"{s['files_per_s']} files/s, {s['mb_per_s']} MB/s -> {s['output']}")
+    if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
+        print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "
+              f"{s['output']}.done)")
     if s.get("ambiguous_by_project"):  # global modes: names no lookup resolves (see OUTPUT.done for all)
         top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
         print(f"names defined twice with one qualification within a project (never pulled): "

@@ -191,7 +191,7 @@ def load_partition(stage: str, number: int) -> dict:
     return json.loads(data)
 
 
-def partition_items(partition: dict, max_file_bytes: int):
+def partition_items(partition: dict, max_file_bytes: int | None):
     """The items of a partition, streamed, with the gids and names a one-process run gives them."""
     for where, reason, status in partition["problems"]:
         yield Problem(where, reason, status)
@@ -206,7 +206,7 @@ def partition_items(partition: dict, max_file_bytes: int):
                 yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
 
 
-def _gzip_range_items(piece: dict, max_file_bytes: int):
+def _gzip_range_items(piece: dict, max_file_bytes: int | None):
     """The items of a decompressed range of a .gz input: rapidgzip seeks there with the staged index (one
     core), the range goes to a local temp file, read as a plain range with the input's line numbers."""
     import rapidgzip

@@ -12,8 +12,9 @@ Every doc depends only on its file and the global index, and the merge order is 
 partitions, whatever the worker count, and whichever machine runs which pass: the Airflow DAG runs
 these same functions as mapped tasks (nanodata.jobs.cpp_corpus), the CLI runs them in a loop.
 
-Workers get at most WINDOW items each in flight, so memory holds a bounded number of files
-whatever the input size; results come back in input order.
+Workers get at most WINDOW items and WINDOW_BYTES of source each in flight (always at least one file,
+however big: a file is parsed whole), so memory holds a bounded number of files whatever the input size;
+results come back in input order.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, 
 
 log = logging.getLogger(__name__)
 WINDOW = 16            # items in flight per worker
+WINDOW_BYTES = 64 << 20  # bytes of source in flight per worker (its docs come back about as big)
 PROBLEMS_KEPT = 100
+TOO_BIG_KEPT = 10_000  # files over --max-file-bytes the summary names (each is also logged); the rest are counted
 PICKLE = pickle.HIGHEST_PROTOCOL
 MERGE_BATCH = 256   # docs handed to the writer at a time
 
@@ -105,6 +108,11 @@ class FileResult:
     rank: int = 0
 
 
+def _bytes_of(item) -> int:
+    """What an item in flight weighs: a source file's size, a stored file's pickled units (see _emit_file)."""
+    return item.size if isinstance(item, SourceFile) else len(item[5])
+
+
 def _ordered_map(function, items, settings: dict, workers: int):
     """function(item) for each item, in input order; Problems pass straight through; bounded in flight."""
     if workers <= 1:
@@ -114,15 +122,28 @@ def _ordered_map(function, items, settings: dict, workers: int):
         return
     pool = process_pool(workers, _init_worker, (settings,))
     try:
-        pending: deque = deque()
+        pending: deque = deque()  # (bytes, Problem or AsyncResult)
+        in_flight = 0
+
+        def pop():
+            nonlocal in_flight
+            size, head = pending.popleft()
+            in_flight -= size
+            return head if isinstance(head, Problem) else head.get()
+
         for item in items:
-            pending.append(item if isinstance(item, Problem) else pool.apply_async(function, (item,)))
-            while len(pending) > WINDOW * workers or (pending and isinstance(pending[0], Problem)):
-                head = pending.popleft()
-                yield head if isinstance(head, Problem) else head.get()
+            if isinstance(item, Problem):
+                pending.append((0, item))
+            else:
+                pending.append((_bytes_of(item), pool.apply_async(function, (item,))))
+                in_flight += pending[-1][0]
+            while (len(pending) > WINDOW * workers or in_flight > WINDOW_BYTES * workers
+                   or isinstance(pending[0][1], Problem)):
+                yield pop()
+                if not pending:
+                    break
         while pending:
-            head = pending.popleft()
-            yield head if isinstance(head, Problem) else head.get()
+            yield pop()
     finally:
         pool.terminate()
         pool.join()
@@ -141,6 +162,8 @@ class Tally:
     docs: int = 0
     tokens: int = 0
     problems: list = field(default_factory=list)
+    files_too_big: int = 0  # skipped for --max-file-bytes (also in files_skipped), named in too_big, not problems
+    too_big: list = field(default_factory=list)  # {"file", "bytes"}, the first TOO_BIG_KEPT
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -150,7 +173,12 @@ class Tally:
             self.files_skipped += 1
         else:
             self.files_failed += 1
-        if len(self.problems) < PROBLEMS_KEPT:
+        if problem.size is not None:
+            log.warning("%s", problem)  # every file skipped for its size is named, with its size
+            self.files_too_big += 1
+            if len(self.too_big) < TOO_BIG_KEPT:
+                self.too_big.append({"file": problem.where, "bytes": problem.size})
+        elif len(self.problems) < PROBLEMS_KEPT:
             self.problems.append(str(problem))
 
     def file(self, result: FileResult) -> None:
@@ -161,9 +189,10 @@ class Tally:
         self.tokens += sum(d.tokens for d in result.docs)
 
     def add(self, other: dict) -> None:
-        for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed"):
-            setattr(self, name, getattr(self, name) + other[name])
+        for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed", "files_too_big"):
+            setattr(self, name, getattr(self, name) + other.get(name, 0))
         self.problems.extend(other["problems"][:PROBLEMS_KEPT - len(self.problems)])
+        self.too_big.extend(other.get("too_big", [])[:TOO_BIG_KEPT - len(self.too_big)])
 
     def counts(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "strict"}
@@ -268,7 +297,7 @@ def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_par
 
 # ---------------------------------------------------------------- the CLI's run
 
-def input_items(inputs, project_dirs, extensions, max_file_bytes: int):
+def input_items(inputs, project_dirs, extensions, max_file_bytes: int | None):
     """Every item of a run, streamed: JSONL inputs in the order given, then each project tree."""
     for number, uri in enumerate(inputs):
         yield from jsonl_items(str(uri), number, max_file_bytes)
@@ -348,7 +377,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
         "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
         "files_per_s": round(tally.files_read / seconds, 1) if seconds else 0.0,
         "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
-        "problems": counts["problems"],
+        "problems": counts["problems"], "max_file_bytes": config.max_file_bytes,
+        "files_too_big": counts["files_too_big"], "too_big": counts["too_big"],
         # global modes: per project, names defined more than once with one qualification (never pulled)
         **{k: index_counts[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in index_counts},
     }

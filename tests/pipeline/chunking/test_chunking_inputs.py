@@ -65,7 +65,7 @@ def test_huge_single_line_and_empty_files_skipped(tmp_path):
         f.write(json.dumps({"text": "int ok() { return 0; }"}) + "\n")
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
-    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[huge, empty])
+    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[huge, empty], max_file_bytes=1_000_000)
     assert any(p.startswith(f"{huge}:1: line longer") for p in summary["problems"])
     assert any(p == f"{empty}: empty input file" for p in summary["problems"])
     assert summary["files_read"] == 1 and summary["files_skipped"] == 2
@@ -136,9 +136,11 @@ def test_project_walk_extensions_sizes_binaries_and_symlinks(tmp_path):
     sources = sorted(d["source"] for d in read_docs(tmp_path / "out.jsonl"))
     assert sources == ["p/src/B.HPP", "p/src/a.cpp"]
     problems = "\n".join(summary["problems"])
-    for words in ("escape.cpp: symlink points outside", "big.cc: 1424 bytes exceeds --max-file-bytes 1000",
-                  "blob.h: binary file", "latin1.h:1: not UTF-8", "empty.h: empty file"):
+    for words in ("escape.cpp: symlink points outside", "blob.h: binary file", "latin1.h:1: not UTF-8",
+                  "empty.h: empty file"):
         assert words in problems
+    assert summary["too_big"] == [{"file": str(root / "p" / "big.cc"), "bytes": 1424}]
+    assert summary["files_too_big"] == 1 and summary["max_file_bytes"] == 1000
     assert summary["files_read"] == 2 and summary["files_failed"] == 1 and summary["files_skipped"] == 4
 
 
