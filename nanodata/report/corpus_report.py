@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nanodata.corpus import fetch_dir, put_dir
-from nanodata.corpus.layout import MANIFEST, Manifest, is_complete
+from nanodata.corpus.layout import MANIFEST, Manifest, is_complete, read_chunk_summary
 from nanodata.dataset import open_parquet, read_manifest, read_texts, split_files
 from nanodata.errors import NanodataError
 from nanodata.ranges import REPORT_MAX_TOKENS, flag
@@ -183,13 +183,24 @@ def check_max_tokens(max_tokens) -> None:
         raise NanodataError(f"--max-tokens {max_tokens!r}: must be {REPORT_MAX_TOKENS.describe()}")
 
 
+def too_big_section(summary: dict | None) -> dict | None:
+    """The files a chunk run skipped for the user's --max-file-bytes, from its summary (OUTPUT.done or a
+    parquet dir's CHUNK_SUMMARY): {"max_file_bytes", "files", "listed": [{"file", "bytes"}, ...]}; None when
+    no limit was set or the summary is not known."""
+    if not summary or summary.get("max_file_bytes") is None:
+        return None
+    return {"max_file_bytes": summary["max_file_bytes"], "files": summary["files_too_big"],
+            "listed": summary["too_big"]}
+
+
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
-    (mapped or not), `buckets`: per dedupe bucket docs and bytes, if known."""
+    (mapped or not), `buckets`: per dedupe bucket docs and bytes, if known. Files skipped for their size come
+    from the chunk summary a `nanodata chunk --parquet-dir` build holds."""
     build_dir = Path(build_dir)
     check_build_dir(build_dir)
     check_max_tokens(max_tokens)
@@ -236,6 +247,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "partitions": partitions or [],
         "tasks": tasks or [],
         "buckets": buckets or [],
+        "too_big": too_big_section(read_chunk_summary(build_dir)),
     }
 
 
@@ -302,6 +314,17 @@ def crop_explanation(report: dict) -> str:
         "extra BOS per requeued tail, and a tail is trained on without the start of its doc in context.</p>")
 
 
+def too_big_html(section: dict | None) -> str:
+    """Files over --max-file-bytes: never chunked, so the corpus lacks them (HTML; empty without a limit)."""
+    if not section:
+        return ""
+    listed = section["listed"]
+    more = f" (the first {len(listed)} listed)" if section["files"] > len(listed) else ""
+    return (f"<h2>Files over --max-file-bytes</h2><p>{section['files']} file(s) larger than "
+            f"{section['max_file_bytes']} bytes were skipped, not chunked{more}</p>"
+            + _columns_table(("file", "bytes"), listed))
+
+
 def render_html(report: dict) -> str:
     stats, manifest = report["doc_tokens"], report["manifest"] or {}
     summary = [("build", report["build"]), ("complete (_COMPLETE present)", report["complete"]),
@@ -354,6 +377,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {partitions}
 {buckets}
 {tasks}
+{too_big_html(report.get("too_big"))}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """

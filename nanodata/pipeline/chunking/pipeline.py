@@ -36,10 +36,11 @@ from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
-from nanodata.pipeline.chunking.writer import JsonlWriter, staged_line, work_path
+from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_line, work_path
 from nanodata.pipeline.workers import process_pool
+from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION
 from nanodata.storage import parse_gs
-from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
+from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 WINDOW = 16            # items in flight per worker
@@ -211,20 +212,25 @@ def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
 
 # ---------------------------------------------------------------- the passes over one partition
 
-def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
-    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
+def check_inputs(inputs, project_dirs, extensions: tuple) -> None:
     if not inputs and not project_dirs:
         raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
     if project_dirs and not any(e.strip(".") for e in extensions):
         raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
+    for uri in inputs:
+        if parse_gs(str(uri)) is None and Path(uri).is_dir():
+            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
+
+
+def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
+    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
+    check_inputs(inputs, project_dirs, extensions)
     if output.is_dir():
         raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
     parent = next((p for p in output.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
     for uri in inputs:
-        if parse_gs(str(uri)) is None and Path(uri).is_dir():
-            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
         if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
             raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
 
@@ -330,16 +336,48 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
     into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input.
     The settings: a ChunkConfig, or its fields as keywords (mode=, max_tokens=, tokenizer=, ...)."""
     config = config if config is not None else ChunkConfig(**settings)
+    output = Path(output)
+    check_run(output, inputs, project_dirs, config.extensions)
+    return _chunk(lambda: JsonlWriter(output, config.mode, append), output, inputs, project_dirs, config, strict,
+                  progress)
+
+
+def chunk_to_parquet(out_dir, *, inputs=(), project_dirs=(), config: ChunkConfig | None = None, strict=False,
+                     progress=False, rows_per_file: int = ROWS_PER_FILE.default,
+                     val_fraction: float = VAL_FRACTION.default, seed: int = SEED.default, **settings) -> dict:
+    """chunk_to_jsonl's docs written straight into parquet shards in `out_dir` (a new or empty local directory),
+    as `nanodata to-parquet` would write chunk_to_jsonl's output with the same rows_per_file, val_fraction and
+    seed: shards, val_shard.parquet, manifest.json, the summary (CHUNK_SUMMARY), _COMPLETE. Returns the summary."""
+    config = config if config is not None else ChunkConfig(**settings)
+    check_inputs(inputs, project_dirs, config.extensions)
+    out_dir = check_parquet_dir(str(out_dir))
+    shards = {"rows_per_file": ROWS_PER_FILE.check("--rows-per-file", rows_per_file),
+              "val_fraction": VAL_FRACTION.check("--val-fraction", val_fraction), "seed": SEED.check("--seed", seed)}
+    return _chunk(lambda: ParquetDocs(out_dir, config.mode, **shards), out_dir, inputs, project_dirs, config, strict,
+                  progress)
+
+
+def check_parquet_dir(out_dir: str) -> Path:
+    """A new or empty local directory (a corpus is uploaded with `nanodata sync`)."""
+    if out_dir.startswith("gs:"):
+        raise NanodataError(f"--parquet-dir {out_dir}: a local directory is needed (copy it with `nanodata sync`)")
+    check_output_dir(out_dir, "--parquet-dir")
+    path = Path(out_dir)
+    if path.is_dir() and any(path.iterdir()):
+        raise NanodataError(f"--parquet-dir {out_dir}: is not empty; give a new or empty directory")
+    return path
+
+
+def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig, strict: bool, progress: bool) -> dict:
+    """The run behind chunk_to_jsonl and chunk_to_parquet: every item chunked into make_writer()'s writer."""
     mode, max_tokens, workers, extensions = config.mode, config.max_tokens, config.workers, config.extensions
     settings = config.worker_settings()
-    output = Path(output)
-    check_run(output, inputs, project_dirs, extensions)
     started = time.perf_counter()
     items = input_items(inputs, project_dirs, extensions, config.max_file_bytes)
     tally = Tally(strict=strict)
     with disk_errors(output):
         output.parent.mkdir(parents=True, exist_ok=True)
-        writer = JsonlWriter(output, mode, append)
+        writer = make_writer()
     bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
     index_counts: dict = {}
     try:
