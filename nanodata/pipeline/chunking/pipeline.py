@@ -394,7 +394,8 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         if tally.files_read == 0:
-            first = f": first problem: {tally.problems[0]}" if tally.problems else ""
+            first = (f": first problem: {tally.problems[0]}" if tally.problems else
+                     f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else "")
             raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed} problems){first}")
     except BaseException as exc:
         writer.abort()

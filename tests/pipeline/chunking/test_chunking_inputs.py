@@ -228,3 +228,21 @@ def test_output_naming_a_directory_fails_before_any_work(tmp_path):
     with pytest.raises(NanodataError, match=r"--output .*: is a directory"):
         chunk_to_jsonl(tmp_path, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_big_files_are_chunked_by_default(tmp_path):
+    """No size limit unless one is given: a 600 KB file (over the old 500,000-byte default) of a tree and as one
+    JSONL record (a line longer than the old line bound of 8 x that default would be with a 500 KB file) is
+    just more docs, every function in them."""
+    text = "".join(f"int big_{i}(int x) {{ return x * {i} + {i % 7}; }}\n" for i in range(14_000))
+    assert len(text) > 600_000
+    (tmp_path / "tree" / "p").mkdir(parents=True)
+    (tmp_path / "tree" / "p" / "big.cc").write_text(text)
+    records = write_jsonl(tmp_path / "in.jsonl", [text.replace("big_", "rec_")])
+    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[records], project_dirs=[tmp_path / "tree"],
+                             max_tokens=4096)
+    assert summary["files_read"] == 2 and summary["files_skipped"] == 0 and summary["too_big"] == []
+    assert summary["max_file_bytes"] is None
+    docs = "".join(d["text"] for d in read_docs(tmp_path / "out.jsonl"))
+    assert all(f"int {p}_{i}(" in docs for p in ("big", "rec") for i in range(0, 14_000, 997))
+    assert docs.count("\n") == 2 * text.count("\n")  # every line, once
