@@ -221,8 +221,8 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
             parsed = read_json(join(stage, "units", name + ".json"))
             groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
             # the files were read (and their problems counted) by the parse pass
-            for name in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
-                setattr(tally, name, parsed.get(name, getattr(tally, name)))
+            for count in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
+                setattr(tally, count, parsed.get(count, getattr(tally, count)))
         else:
             docs = chunk_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, tally)
             groups = stage_docs(docs, out, mode)

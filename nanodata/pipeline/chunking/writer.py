@@ -36,6 +36,7 @@ from nanodata.ranges import ROW_GROUP_SIZE
 from nanodata.storage.files import atomic_write, commit, temp_name
 
 SEEN_CACHE_KIB = 32 * 1024
+CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
 
 def doc_line(doc: Doc, mode: str) -> str:
@@ -176,14 +177,22 @@ class ParquetDocs(JsonlWriter):
         self.session = self.converter.session()
         self.spool = self.session.__enter__()
         self.offset = 0
+        self.pending = bytearray()  # lines for the converter, which parses a block at a time
         self.seen = SeenTexts(work_path(self.output, "seen.sqlite"))
         self.docs = self.tokens = self.split = self.duplicates = 0
 
     def _emit(self, lines: bytes) -> None:
-        self.converter.consume(str(self.output), self.offset, lines, self.spool)
-        self.offset += len(lines)
+        self.pending += lines
+        if len(self.pending) >= CONVERT_BLOCK:
+            self._convert()
+
+    def _convert(self) -> None:
+        self.converter.consume(str(self.output), self.offset, bytes(self.pending), self.spool)
+        self.offset += len(self.pending)
+        self.pending.clear()
 
     def commit(self, summary: dict) -> None:
+        self._convert()
         self.session.__exit__(None, None, None)  # the last partial shard
         self.seen.close()
         atomic_write(self.path / CHUNK_SUMMARY, json.dumps(summary, indent=2, sort_keys=True) + "\n")
