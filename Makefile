@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test faults demo bench lock clean setup-xla test-xla bench-xla lock-xla
+.PHONY: setup test faults demo bench lock clean setup-xla test-xla bench-xla lock-xla test-cuda bench-cuda
 
 setup: $(STAMP)
 
@@ -46,6 +46,15 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+# The CUDA path, on a machine with an NVIDIA GPU (torch==2.13.0 from PyPI is its CUDA build there): the loaders'
+# pinned staging buffer and asynchronous copies (tests/cuda, skipped where no GPU is seen), and whether the loader
+# ever holds up a real training step (benchmarks/bench_loader_cuda.py).
+test-cuda: $(STAMP)
+	$(PY) -m pytest -q tests/cuda
+
+bench-cuda: $(STAMP)
+	$(PY) benchmarks/bench_loader_cuda.py
 
 # The TPU path (tests/xla): torch-xla 2.9.0, the newest release, needs torch 2.9.0, not the main lock's 2.13, so it
 # gets its own venv, lock and stamp (.venv is never touched; a second run installs nothing). PJRT_DEVICE=CPU runs

@@ -14,7 +14,8 @@ Builds a C++ pretraining corpus:
   build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
   points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
   `partition_mb` MB (big JSONL inputs into line-aligned ranges; a `.gz` read once by rapidgzip, whose seek
-  index lets each chunk task read its own decompressed range; a `.zst` decompressed once into staging;
+  index lets each chunk task read its own decompressed range; a `.zst` read once, noting its frames, each
+  chunk task reading from its range's frame (a one-frame `.zst`'s later pieces decompressed into staging);
   projects grouped or split by size).
 * Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
@@ -29,7 +30,9 @@ Builds a C++ pretraining corpus:
 * `publish` writes `manifest.json`, then `_COMPLETE`, then `DESTINATION/latest.json`, and emits the
   `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes), which
   schedules `nanodata_tokenizer`.
-* `report` writes counts (per partition and bucket, time per task kind) and plots to `builds/<key>/report/` and logs its URI and its
+* `report` merges the counts each shard task made of the files it wrote (it reads no shard) with the counts per
+  partition and bucket, time per task kind and, in global modes, the names ambiguous per project, writes them
+  and plots to `builds/<key>/report/` and logs its URI and its
   page in the UI (**Browse → Corpus reports** lists every build).
 * `cleanup` deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
@@ -153,10 +156,10 @@ def nanodata_cpp_corpus():
         return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"])
 
     @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
-    def shard(batch: dict, where: dict) -> dict:
+    def shard(batch: dict, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.shard_batch(where["destination"], batch)
+        return cpp_corpus.shard_batch(where["destination"], batch, tokenizer=params["tokenizer"])
 
     @task(outlets=[CPP_CORPUS])
     def publish(shards: list[dict], where: dict, outlet_events=None) -> dict:

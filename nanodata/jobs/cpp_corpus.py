@@ -34,7 +34,7 @@ from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.ranges import PARTITION_MB
-from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its k
 MAX_FILE_BYTES = None  # as `nanodata chunk`'s default: no file is too big (a file is parsed whole)
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
-STAGE_FORMAT = 3
+STAGE_FORMAT = 4
 
 
 def build_uri(dest: str, key: str) -> str:
@@ -247,8 +247,8 @@ def shard_refs(stage: str, key: str) -> list[dict]:
     return tail.shard_refs(stage, key)
 
 
-def shard_batch(dest: str, ref: dict) -> dict:
-    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED)
+def shard_batch(dest: str, ref: dict, *, tokenizer: str) -> dict:
+    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED, tokenizer=tokenizer)
 
 
 def publish(dest: str, stage: str, key: str) -> dict:
@@ -320,7 +320,7 @@ def task_times(stage: str) -> list[dict]:
     rows = []
     for step in ("plan", "parse", "index", "chunk", "route", "bucket", "shard", "publish"):
         if step in mapped:
-            seconds = [s["seconds"] for s in map(read_json, mapped[step]) if s is not None]
+            seconds = [s["seconds"] for s in read_jsons(mapped[step]) if s is not None]
             if seconds:
                 rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
         else:
@@ -333,15 +333,21 @@ def task_times(stage: str) -> list[dict]:
 def partition_stats(stage: str) -> list[dict]:
     """Per partition, what its chunk task counted (for the report)."""
     plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
-    stats = []
-    for number in range(plan_["partitions"]):
-        s = read_json(join(stage, "docs", _partition_name(number) + ".json")) or {}
-        stats.append({k: s.get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
-                                            "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")})
-    return stats
+    summaries = read_jsons(join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"]))
+    return [{k: (s or {}).get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
+                                           "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
+
+
+def ambiguity(stage: str) -> dict | None:
+    """Global modes: names defined more than once with one qualification within a project, per project (the
+    index's counts); None in local modes."""
+    counts = read_json(join(stage, "index", SUMMARY))
+    return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
 
 
 def report_extras(stage: str) -> dict:
-    """What the build's report shows beside its shards (nanodata.report.corpus_report.report_build): each
-    partition's counts, time per task kind, and each bucket's dedupe counts."""
-    return {"partitions": partition_stats(stage), "tasks": task_times(stage), "buckets": tail.bucket_stats(stage)}
+    """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
+    shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
+    bucket's dedupe counts, and the names ambiguous per project (global modes)."""
+    return {"shards": tail.file_stats(stage), "partitions": partition_stats(stage), "tasks": task_times(stage),
+            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage)}

@@ -21,6 +21,7 @@ duplicated or lost.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -36,6 +37,7 @@ from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, 
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
 from nanodata.pipeline.chunking.writer import from_staged
+from nanodata.pipeline.shard_stats import shard_stats
 from nanodata.pipeline.shuffle import (
     FILE_BYTES,
     ROW_GROUP_BYTES,
@@ -46,7 +48,7 @@ from nanodata.pipeline.shuffle import (
     shard_of,
     shuffle_key,
 )
-from nanodata.storage import is_gcs, read_json, write_json
+from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 from nanodata.storage.files import atomic_output
 
@@ -182,6 +184,12 @@ def _each(stage: str, kind: str, batch: int, work) -> dict:
     return {"batch": batch, **totals}
 
 
+def _ranges(stage: str, data: list[str], summaries: list[str], key: str) -> list[tuple[str, list]]:
+    """[(data file URI, its byte offsets)]: the offsets from each file's summary (`key`), the summaries read at once."""
+    read = read_jsons([join(stage, name) for name in summaries])
+    return [(join(stage, name), summary[key]) for name, summary in zip(data, read, strict=True)]
+
+
 def _read_ranges(uris_offsets, index: int):
     """Yield the records (lines) of range `index` of each (uri, offsets) in order."""
     for uri, offsets in uris_offsets:
@@ -196,11 +204,13 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
     route its docs to val or a train shard."""
     stage = ref["stage"]
 
+    @functools.cache
+    def scattered(partitions: int) -> list:  # once per batch: every bucket of it reads range b of each partition
+        return _ranges(stage, [f"{SCATTER}/{p:05d}.bin" for p in range(partitions)],
+                       [f"docs/{p:05d}.json" for p in range(partitions)], "bucket_offsets")
+
     def work(tail, bucket, tmp):
-        sources = []
-        for p in range(tail["partitions"]):
-            summary = read_json(join(stage, "docs", f"{p:05d}.json"))
-            sources.append((join(stage, SCATTER, f"{p:05d}.bin"), summary["bucket_offsets"]))
+        sources = scattered(tail["partitions"])
         hi, lo, order = array("Q"), array("Q"), array("q")
         starts, lengths = array("Q"), array("Q")
         spool = tmp / "in.staged"
@@ -245,13 +255,19 @@ def _take(values: array, index: np.ndarray) -> list[int]:
     return np.frombuffer(values, dtype=np.uint64)[index].tolist() if len(index) else []
 
 
-def shard_batch(ref: dict, *, build: str, seed: int) -> dict:
-    """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI)."""
+def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
+    """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI), with
+    the report's statistics of each file it wrote in its summary (tokens from the n_tokens column, else counted
+    with `tokenizer`), so the report reads no shard."""
     stage = ref["stage"]
 
+    @functools.cache
+    def routed(buckets: int) -> list:  # once per batch: every shard of it reads range s of each bucket
+        return _ranges(stage, [f"{ROUTED}/{b:05d}.bin" for b in range(buckets)],
+                       [f"{ROUTED}/{b:05d}.json" for b in range(buckets)], "shard_offsets")
+
     def work(tail, shard, tmp):
-        sources = [(join(stage, ROUTED, f"{b:05d}.bin"), read_json(join(stage, ROUTED, f"{b:05d}.json"))["shard_offsets"])
-                   for b in range(tail["buckets"])]
+        sources = routed(tail["buckets"])
         spool = SortedSpool(tmp / "shard.jsonl")
         try:
             for line in _read_ranges(sources, shard):
@@ -270,14 +286,23 @@ def shard_batch(ref: dict, *, build: str, seed: int) -> dict:
                                 row_group_bytes=ROW_GROUP_BYTES)
         finally:
             spool.close()
+        local = [(tmp / name) if is_gcs(build) else Path(join(build, name)) for name in names]
+        stats = [_file_stats(path, "val" if val else "train", tokenizer) for path in local]
         if is_gcs(build):  # straight to the build's prefix: no local copy of the corpus, no serial upload
             for name in names:
                 storage.write_file(tmp / name, join(build, name))
                 (tmp / name).unlink()
         return {"shard": shard, "val": val, "files": files, "docs": sum(f["rows"] for f in files),
-                "bytes": sum(f["bytes"] for f in files)}
+                "bytes": sum(f["bytes"] for f in files), "stats": stats}
 
     return {"key": ref["key"], "stage": stage, **_each(stage, "shard", ref["batch"], work)}
+
+
+def _file_stats(path: Path, split: str, tokenizer: str) -> dict:
+    """One written file's statistics for the report: its n_tokens column, else every text tokenized."""
+    from nanodata.tokenizer import load
+
+    return shard_stats(path, split) or shard_stats(path, split, load(tokenizer).encoding)
 
 
 def commit(build: str, stage: str, created_by: str) -> Manifest:
@@ -286,8 +311,7 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
         return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
     tail = read_json(join(stage, TAIL))
     shards, val = [], None
-    for s in range(tail["shards"] + 1):
-        summary = read_json(join(stage, SHARDS, f"{s:05d}.json"))
+    for s, summary in enumerate(read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))):
         if summary is None:
             raise RuntimeError(f"shard {s} is not written ({stage}/{SHARDS}/{s:05d}.json missing)")
         if summary["val"]:
@@ -301,12 +325,16 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
     return manifest
 
 
+def file_stats(stage: str) -> list[dict]:
+    """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
+    tail = read_json(join(stage, TAIL))
+    summaries = read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))
+    return [stats for summary in summaries for stats in summary["stats"]]
+
+
 def bucket_stats(stage: str) -> list[dict]:
     """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
     tail = read_json(join(stage, TAIL)) or {"buckets": 0}
-    stats = []
-    for b in range(tail["buckets"]):
-        summary = read_json(join(stage, ROUTED, f"{b:05d}.json")) or {}
-        stats.append({k: summary.get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
-                                                    "seconds")})
-    return stats
+    summaries = read_jsons(join(stage, ROUTED, f"{b:05d}.json") for b in range(tail["buckets"]))
+    return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
+                                                  "seconds")} for summary in summaries]

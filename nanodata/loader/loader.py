@@ -275,7 +275,7 @@ def _deliver(produce, docs: _Documents, B: int, T: int, device: torch.device, re
         elif use_cuda:
             on_device = torch.empty((2, B, T), dtype=torch.long, device=device)
             on_device.copy_(host, non_blocking=True)
-            copied.record()
+            copied.record(torch.cuda.current_stream(device))  # the stream the copy went to: the target's, not cuda:0's
             inputs, targets = on_device.unbind(0)
         else:
             inputs, targets = host.to(device).unbind(0)

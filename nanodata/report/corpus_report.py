@@ -24,17 +24,16 @@ from html import escape
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from nanodata.corpus import fetch_dir, put_dir
 from nanodata.corpus.layout import MANIFEST, Manifest, is_complete, read_chunk_summary
-from nanodata.dataset import open_parquet, read_manifest, read_texts, split_files
+from nanodata.dataset import read_manifest, split_files
 from nanodata.errors import NanodataError
+from nanodata.pipeline.shard_stats import lengths_of, shard_stats
 from nanodata.ranges import REPORT_MAX_TOKENS, flag
 from nanodata.report.svgplot import bar_chart, grouped_bar_chart
-from nanodata.storage import exists, is_gcs, join_uri
-from nanodata.storage.files import atomic_write, disk_errors, file_digest
+from nanodata.storage import exists, is_gcs, join_uri, read_bytes
+from nanodata.storage.files import atomic_write, disk_errors
 
 REPORT_DIR = "report"
 REPORT_JSON = "report.json"
@@ -42,7 +41,6 @@ INDEX_HTML = "index.html"
 REPORT_FORMAT = 2  # what report.json and the plots hold; a report of another format is rewritten (report.index)
 CROP_T = (1024, 2048, 4096, 16384)  # plus the build's max_tokens when it is known
 MAX_CROP_DOCS = 1_000_000  # replaying the packing takes ~1.5 s per million docs and T; a prefix is plenty
-NOT_RECORDED = "(not recorded)"  # docs without the chunker's metadata column (or the shard has no such column)
 KINDS = {"file": "whole file", "chunk": "chunk", "split": "split"}  # the chunker's doc kinds, as shown here
 TOP_PROJECTS = 20  # projects shown by name; the others are summed into one entry
 PLOTS = {  # file -> what it shows
@@ -54,56 +52,14 @@ PLOTS = {  # file -> what it shows
 }
 
 
-def source_fingerprint(build_dir: Path) -> str:
-    """Changes whenever the build changes: the manifest's bytes, else the shards' names, sizes and mtimes."""
-    manifest = build_dir / MANIFEST
-    if manifest.is_file():
-        return file_digest(manifest, "sha256")
-    listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in build_dir.glob("*.parquet"))
+def source_fingerprint(build_dir: Path | str) -> str:
+    """Changes whenever the build changes: the manifest's bytes, else (a local dir) the shards' names, sizes and
+    mtimes."""
+    manifest = read_bytes(join_uri(str(build_dir), MANIFEST))
+    if manifest is not None:
+        return hashlib.sha256(manifest).hexdigest()
+    listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(build_dir).glob("*.parquet"))
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
-
-
-def _stored_lengths(path: Path) -> np.ndarray | None:
-    """The shard's n_tokens column; None without one, or when it has nulls (docs the chunker did not count)."""
-    pf = open_parquet(path)
-    if "n_tokens" not in pf.schema_arrow.names:
-        return None
-    col = pf.read(columns=["n_tokens"]).column("n_tokens")
-    if not pa.types.is_integer(col.type):
-        raise NanodataError(f"{path}: column n_tokens must be integers (is {col.type})")
-    return None if col.null_count else col.to_numpy().astype(np.int64)
-
-
-def _counted_lengths(path: Path, encoding) -> np.ndarray:
-    pf = open_parquet(path)
-    return np.array([len(ids) for rg in range(pf.num_row_groups)
-                     for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
-
-
-GROUPS = (("mode", "mode"), ("kind", "kind"), ("project", "source"))  # (group, the column it comes from)
-
-
-def _shard_groups(path: Path, lengths: np.ndarray) -> dict[str, Counter]:
-    """{"mode" | "kind" | "project": Counter({value: docs}), plus "<group>_tokens": Counter({value: tokens})}
-    of one shard. A doc's project is its `source` up to the first '/' or ':' ('repo/path', 'input.jsonl:LINE')."""
-    pf = open_parquet(path)
-    present = [column for _, column in GROUPS if column in pf.schema_arrow.names]
-    table = pf.read(columns=present)
-    out = {}
-    for group, column in GROUPS:
-        if column in present:
-            keys = pc.cast(table.column(column), pa.string())
-            if column == "source":
-                keys = pc.replace_substring_regex(keys, pattern="[/:].*", replacement="")
-            keys = pc.fill_null(keys, NOT_RECORDED)
-        else:
-            keys = pa.array([NOT_RECORDED] * len(lengths), pa.string())
-        summed = (pa.table({"key": keys, "tokens": pa.array(lengths, pa.int64())}).group_by("key")
-                  .aggregate([("tokens", "count"), ("tokens", "sum")]))
-        names = summed.column("key").to_pylist()
-        out[group] = Counter(dict(zip(names, summed.column("tokens_count").to_pylist(), strict=False)))
-        out[f"{group}_tokens"] = Counter(dict(zip(names, summed.column("tokens_sum").to_pylist(), strict=False)))
-    return out
 
 
 def _shares(docs: Counter, tokens: Counter, order: list[str]) -> dict[str, dict]:
@@ -183,6 +139,23 @@ def check_max_tokens(max_tokens) -> None:
         raise NanodataError(f"--max-tokens {max_tokens!r}: must be {REPORT_MAX_TOKENS.describe()}")
 
 
+def read_shard_stats(build_dir: Path, tokenizer: str = "cl100k_base") -> list[dict]:
+    """Every shard's statistics (nanodata.pipeline.shard_stats), train then val, each sorted by name. Tokens come
+    from the n_tokens columns when every shard has a complete one, else every text is tokenized: one tokenizer
+    counts all."""
+    from nanodata.tokenizer import load  # tiktoken only when a report is built, not for the plugin's imports
+
+    encoding = load(tokenizer).encoding  # a bad --tokenizer fails here, before any shard is read
+    train, val = split_files(build_dir)
+    if not train and not val:
+        raise NanodataError(f"{build_dir}: no parquet shards")
+    files = [("train", path) for path in train] + [("val", path) for path in val]
+    stats = [shard_stats(path, split) for split, path in files]
+    if any(s is None for s in stats):
+        stats = [shard_stats(path, split, encoding) for split, path in files]
+    return stats
+
+
 def too_big_section(summary: dict | None) -> dict | None:
     """The files a chunk run skipped for the user's --max-file-bytes, from its summary (OUTPUT.done or a
     parquet dir's CHUNK_SUMMARY): {"max_file_bytes", "files", "listed": [{"file", "bytes"}, ...]}; None when
@@ -195,45 +168,38 @@ def too_big_section(summary: dict | None) -> dict | None:
 
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
-                 buckets: list | None = None) -> dict:
+                 buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
-    (mapped or not), `buckets`: per dedupe bucket docs and bytes, if known. Files skipped for their size come
+    (mapped or not), `buckets`: per dedupe bucket docs and bytes, `ambiguity`: names ambiguous per project (global
+    modes), if known. `shards`: every shard's statistics when the build's tasks computed them (no shard is read
+    then, and build_dir may be a gs:// URI), else read_shard_stats reads them. Files skipped for their size come
     from the chunk summary a `nanodata chunk --parquet-dir` build holds."""
-    build_dir = Path(build_dir)
-    check_build_dir(build_dir)
     check_max_tokens(max_tokens)
-    from nanodata.tokenizer import load  # tiktoken only when a report is built, not for the plugin's imports
-
-    encoding = load(tokenizer).encoding  # a bad --tokenizer fails here, before any shard is read
-    train, val = split_files(build_dir)
-    if not train and not val:
-        raise NanodataError(f"{build_dir}: no parquet shards")
-    files = [("train", path) for path in train] + [("val", path) for path in val]
-    per_shard = [_stored_lengths(path) for _, path in files]
-    has_n_tokens = all(lengths is not None for lengths in per_shard)
-    if not has_n_tokens:
-        per_shard = [_counted_lengths(path, encoding) for _, path in files]
-    shards, train_lengths, groups = [], [], {}
-    for (split, path), lengths in zip(files, per_shard, strict=False):
-        shards.append({"name": path.name, "split": split, "rows": int(lengths.size),
-                       "bytes": path.stat().st_size, "tokens": int(lengths.sum())})
-        if split == "train":
-            train_lengths.append(lengths)
-        for name, counts in _shard_groups(path, lengths).items():
+    if shards is None:
+        check_build_dir(Path(build_dir))
+        shards = read_shard_stats(Path(build_dir), tokenizer)
+    shards = sorted(shards, key=lambda s: (s["split"] == "val", s["name"]))
+    per_shard = [lengths_of(s) for s in shards]
+    groups: dict[str, Counter] = {}
+    for s in shards:
+        for name, counts in s["groups"].items():
             groups.setdefault(name, Counter()).update(counts)
     lengths = np.concatenate(per_shard)
+    train_lengths = [x for s, x in zip(shards, per_shard, strict=True) if s["split"] == "train"]
     train_cat = np.concatenate(train_lengths) if train_lengths else lengths
+    counted = any(s["counted"] for s in shards)
+    build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
     return {
         "format": REPORT_FORMAT,
-        "build": uri or str(build_dir.resolve()),
-        "complete": is_complete(build_dir),
-        "source_fingerprint": source_fingerprint(build_dir),
-        "manifest": _manifest_summary(read_manifest(build_dir)),
+        "build": uri or (build if isinstance(build, str) else str(build.resolve())),
+        "complete": is_complete(build),
+        "source_fingerprint": source_fingerprint(build),
+        "manifest": _manifest_summary(read_manifest(build)),
         "docs": int(lengths.size),
         "tokens": int(lengths.sum()),
-        "token_counts_from": "n_tokens column" if has_n_tokens else f"tokenized with {tokenizer}",
+        "token_counts_from": f"tokenized with {tokenizer}" if counted else "n_tokens column",
         "doc_tokens": _length_stats(lengths),
         "max_tokens": max_tokens,
         "doc_tokens_histogram": _length_histogram(lengths, max_tokens),
@@ -241,12 +207,13 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "kinds": _kinds(groups["kind"], groups["kind_tokens"]),
         "projects": _projects(groups["project"], groups["project_tokens"]),
         "project_count": len(groups["project"]),
-        "shards": shards,
+        "shards": [{k: s[k] for k in ("name", "split", "rows", "bytes", "tokens")} for s in shards],
         "crop_fraction": _crop_fractions(train_cat, max_tokens),
         "crop_docs": int(min(train_cat.size, MAX_CROP_DOCS)),
         "partitions": partitions or [],
         "tasks": tasks or [],
         "buckets": buckets or [],
+        "ambiguity": ambiguity,
         "too_big": too_big_section(read_chunk_summary(build_dir)),
     }
 
@@ -314,17 +281,6 @@ def crop_explanation(report: dict) -> str:
         "extra BOS per requeued tail, and a tail is trained on without the start of its doc in context.</p>")
 
 
-def too_big_html(section: dict | None) -> str:
-    """Files over --max-file-bytes: never chunked, so the corpus lacks them (HTML; empty without a limit)."""
-    if not section:
-        return ""
-    listed = section["listed"]
-    more = f" (the first {len(listed)} listed)" if section["files"] > len(listed) else ""
-    return (f"<h2>Files over --max-file-bytes</h2><p>{section['files']} file(s) larger than "
-            f"{section['max_file_bytes']} bytes were skipped, not chunked{more}</p>"
-            + _columns_table(("file", "bytes"), listed))
-
-
 def render_html(report: dict) -> str:
     stats, manifest = report["doc_tokens"], report["manifest"] or {}
     summary = [("build", report["build"]), ("complete (_COMPLETE present)", report["complete"]),
@@ -341,7 +297,7 @@ def render_html(report: dict) -> str:
                                                          if report["project_count"] > TOP_PROJECTS else "")
     partitions = ("<h2>Partitions</h2><p>Chunked per partition (docs and tokens before duplicates were dropped)</p>"
                   + _columns_table(("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs",
-                                    "tokens", "seconds", "mb_per_s"), report["partitions"])
+                                    "tokens", "doc_bytes", "seconds", "mb_per_s"), report["partitions"])
                   if report["partitions"] else "")
     tasks = report.get("tasks") or []
     total = sum(t["seconds"] for t in tasks) or 1
@@ -377,26 +333,82 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {partitions}
 {buckets}
 {tasks}
+{ambiguity_html(report.get("ambiguity"))}
 {too_big_html(report.get("too_big"))}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """
 
 
+AMBIGUITY_TITLE = "Ambiguous names by project"
+AMBIGUITY_NOTE = ("names defined more than once with one qualification within a project: no lookup resolves them, "
+                  "so no doc pulls them in as a dependency (cross-file, project and compilable modes)")
+
+
+def _ambiguity_rows(ambiguity: dict) -> list[dict]:
+    return [{"project": p, "ambiguous names": n} for p, n in ambiguity["ambiguous_by_project"].items()]
+
+
+def _ambiguity_caption(ambiguity: dict) -> str:
+    return (f"{ambiguity['ambiguous_names']} {AMBIGUITY_NOTE}; by project, most first "
+            f"({len(ambiguity['ambiguous_by_project'])} projects listed)")
+
+
+def too_big_html(section: dict | None) -> str:
+    """Files over --max-file-bytes: never chunked, so the corpus lacks them (HTML; empty without a limit)."""
+    if not section:
+        return ""
+    listed = section["listed"]
+    more = f" (the first {len(listed)} listed)" if section["files"] > len(listed) else ""
+    return (f"<h2>Files over --max-file-bytes</h2><p>{section['files']} file(s) larger than "
+            f"{section['max_file_bytes']} bytes were skipped, not chunked{more}</p>"
+            + _columns_table(("file", "bytes"), listed))
+
+
+def ambiguity_html(ambiguity: dict | None) -> str:
+    """The report page's table of names ambiguous per project; empty when not known (local modes)."""
+    if ambiguity is None:
+        return ""
+    return (f"<h2>{AMBIGUITY_TITLE}</h2><p>{escape(_ambiguity_caption(ambiguity))}</p>"
+            + _columns_table(("project", "ambiguous names"), _ambiguity_rows(ambiguity)))
+
+
+def ambiguity_text(ambiguity: dict) -> str:
+    """The same table as plain text, for `nanodata report`'s output."""
+    rows = _ambiguity_rows(ambiguity)
+    width = max([len("project"), *(len(r["project"]) for r in rows)])
+    lines = [f"{AMBIGUITY_TITLE}: {_ambiguity_caption(ambiguity)}", f"  {'project':<{width}}  ambiguous names"]
+    lines += [f"  {r['project']:<{width}}  {r['ambiguous names']:>15}" for r in rows]
+    return "\n".join(lines)
+
+
+def chunk_ambiguity(done_path: str) -> dict:
+    """The names ambiguous per project that `nanodata chunk` counted (its OUTPUT.done summary)."""
+    data = read_bytes(done_path)
+    if data is None:
+        raise NanodataError(f"--chunk-summary {done_path}: no such file")
+    summary = json.loads(data)
+    if "ambiguous_by_project" not in summary:
+        raise NanodataError(f"--chunk-summary {done_path}: no ambiguity counts (chunked in mode "
+                            f"{summary.get('mode')!r}: only cross-file, project and compilable count them)")
+    return {k: summary[k] for k in ("ambiguous_names", "ambiguous_by_project")}
+
+
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
-                 tokenizer: str = "cl100k_base", partitions: list | None = None, max_tokens: int | None = None,
-                 uri: str | None = None, tasks: list | None = None, buckets: list | None = None) -> Path:
+                 tokenizer: str = "cl100k_base", max_tokens: int | None = None, **extra) -> Path:
     """Write report.json, the SVG plots and index.html (last) into out_dir (default BUILD_DIR/report).
+    `extra`: what the build's steps counted (see build_report).
 
     Every file is written to a temp name and renamed. Returns the path of index.html.
     """
     out = Path(out_dir) if out_dir is not None else Path(build_dir) / REPORT_DIR
-    check_build_dir(Path(build_dir))
+    if not is_gcs(str(build_dir)):
+        check_build_dir(Path(build_dir))
     check_max_tokens(max_tokens)
     existing = next(p for p in (out, *out.parents) if p.exists())
     if not existing.is_dir():
         raise NanodataError(f"--out {out}: {existing} is a file, not a directory")
-    report = build_report(build_dir, tokenizer, partitions, max_tokens, uri, tasks, buckets)
+    report = build_report(build_dir, tokenizer, max_tokens=max_tokens, **extra)
     with disk_errors(out):
         out.mkdir(parents=True, exist_ok=True)
     for name, svg in render_plots(report).items():
@@ -408,16 +420,17 @@ def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None
 
 def report_build(build: str, *, tokenizer: str = "cl100k_base", max_tokens: int | None = None, **extra) -> str:
     """The report of a build (a local dir or gs:// URI) written next to its shards (BUILD/report/), once: a
-    complete report there is kept. A gs:// build is fetched to a temp dir and its report uploaded; the report
-    names the build's URI, not that copy. `extra`: what the build's steps counted (partitions, tasks, buckets;
-    see write_report). Returns index.html's path or URI."""
+    complete report there is kept. `extra`: what the build's steps counted (see build_report). With the shards'
+    statistics among them, no shard is read; else a gs:// build is fetched to a temp dir (the report names the
+    build's URI, not that copy). A gs:// build's report is written in a temp dir and uploaded. Returns index.html's
+    path or URI."""
     report_uri = join_uri(build, REPORT_DIR)
     if all(exists(join_uri(report_uri, name)) for name in (REPORT_JSON, INDEX_HTML, *PLOTS)):
         return join_uri(report_uri, INDEX_HTML)
     if not is_gcs(build):
         return str(write_report(build, tokenizer=tokenizer, max_tokens=max_tokens, **extra))
     with tempfile.TemporaryDirectory(prefix="nanodata-report-") as tmp:
-        local = fetch_dir(build, Path(tmp) / "build")
+        local = build if extra.get("shards") is not None else fetch_dir(build, Path(tmp) / "build")
         index = write_report(local, Path(tmp) / REPORT_DIR, tokenizer=tokenizer, max_tokens=max_tokens, uri=build,
                              **extra)
         put_dir(index.parent, report_uri)
@@ -435,12 +448,19 @@ def configure_parser(parser) -> None:
     parser.add_argument("--max-tokens", type=flag(REPORT_MAX_TOKENS), default=None, metavar="N",
                         help="the --max-tokens the corpus was chunked with: the length histogram ends at N and "
                              "the crop table adds T=N (default: the histogram ends at the longest doc)")
+    parser.add_argument("--chunk-summary", metavar="OUTPUT.done", default=None,
+                        help="the summary `nanodata chunk` wrote next to its output (global modes): the report "
+                             "adds its table of names ambiguous per project")
 
 
 def run(args) -> int:
-    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer, max_tokens=args.max_tokens)
+    ambiguity = chunk_ambiguity(args.chunk_summary) if args.chunk_summary else None
+    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer, max_tokens=args.max_tokens,
+                         ambiguity=ambiguity)
     report = json.loads((index.parent / REPORT_JSON).read_text())
     crop = ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in report["crop_fraction"].items())
     print(f"{report['docs']} docs, {report['tokens']} tokens in {len(report['shards'])} shards; cropped {crop}")
+    if ambiguity is not None:
+        print(ambiguity_text(ambiguity))
     print(f"report: {index}")
     return 0

@@ -28,6 +28,7 @@ from nanodata.storage.uri import (
                                   open_seekable,
                                   read_bytes,
                                   read_json,
+                                  read_jsons,
                                   write_bytes,
                                   write_file,
                                   write_json,
@@ -35,5 +36,5 @@ from nanodata.storage.uri import (
 
 __all__ = ["check_uri", "compression_of", "content_digest", "decompression_errors", "delete_tree", "exists",
            "gcs_client", "is_gcs", "iter_blobs", "join_uri", "list_names", "local_copy", "open_decompressed",
-           "open_read", "open_seekable", "parse_gs", "read_bytes", "read_json", "valid_bucket_name", "write_bytes",
-           "write_file", "write_json"]
+           "open_read", "open_seekable", "parse_gs", "read_bytes", "read_json", "read_jsons", "valid_bucket_name",
+           "write_bytes", "write_file", "write_json"]

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata.errors import NanodataError
@@ -41,6 +42,23 @@ def check_uri(name: str, uri) -> str:
 def read_json(uri: str) -> dict | None:
     data = read_bytes(uri)
     return None if data is None else json.loads(data)
+
+
+IO_THREADS = 16  # requests one task has in flight for many small objects: each is a round trip, not bandwidth
+
+
+def _concurrently(work, items) -> list:
+    """work(item) for each item, IO_THREADS at a time; the results in order, the first error raised."""
+    items = list(items)
+    if len(items) < 2:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(min(IO_THREADS, len(items))) as pool:
+        return list(pool.map(work, items))
+
+
+def read_jsons(uris) -> list[dict | None]:
+    """read_json of each URI, in order, several at a time: the summaries of a build's many tasks."""
+    return _concurrently(read_json, uris)
 
 
 def write_json(uri: str, obj) -> None:
@@ -288,8 +306,9 @@ def delete_tree(uri_prefix: str | os.PathLike) -> int:
 
     names = [b.name for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")]
     client = gcs_client()
-    for name in names:  # one by one: the emulator serves no batch requests; a gone object is no error
-        with_retries(lambda name=name: _delete_blob(client.bucket(bucket).blob(name)), f"delete gs://{bucket}/{name}")
+    # one request per object (the emulator serves no batch requests), several at a time; a gone object is no error
+    _concurrently(lambda name: with_retries(lambda: _delete_blob(client.bucket(bucket).blob(name)),
+                                            f"delete gs://{bucket}/{name}"), names)
     return len(names)
 
 

@@ -67,7 +67,8 @@ def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list
                             val_fraction=params["val_fraction"])
     for ref in refs:
         cpp_corpus.bucket_batch(ref)
-    return [cpp_corpus.shard_batch(dest, ref) for ref in cpp_corpus.shard_refs(planned["stage"], planned["key"])]
+    return [cpp_corpus.shard_batch(dest, ref, tokenizer=params["tokenizer"])
+            for ref in cpp_corpus.shard_refs(planned["stage"], planned["key"])]
 
 
 def bucket_snapshot(bucket: str) -> dict[str, tuple]:

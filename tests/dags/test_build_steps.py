@@ -7,7 +7,7 @@ from dag_data import run_steps, run_tail, write_cpp_source
 
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
-from nanodata.report.corpus_report import report_build
+from nanodata.report.corpus_report import build_report, report_build
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 4, "val_fraction": 0.2}
 
@@ -72,3 +72,28 @@ def test_mapped_tail_tasks_hold_a_minimum_of_data():
     assert bucket_count(10 ** 12, mb) == MAX_MAPPED_TASKS
     assert shard_tasks(500, 40_000) == 1 and shard_tasks(3, 200 * mb) == 4
     assert shard_tasks(100, 200 * mb) == 25 == -(-200 * mb // MIN_TASK_BYTES)
+
+
+def test_report_merges_the_shard_tasks_statistics_into_the_report_reading_the_shards_gives(tmp_path):
+    """The report step reads no shard: the shard tasks counted each file they wrote; merged, their counts give the
+    report that reading every shard gives (several files per shard, val included)."""
+    src, dest = write_cpp_source(tmp_path / "src"), str(tmp_path / "dest")
+    planned, _, info = run_steps(src, dest, {**PARAMS, "rows_per_file": 2})
+    extras = cpp_corpus.report_extras(planned["stage"])
+    assert len(extras["shards"]) == info["shards"] >= 3 and extras["ambiguity"] is None  # basic: no index
+    merged = build_report(info["uri"], max_tokens=256, **extras)
+    assert merged == build_report(info["uri"], max_tokens=256, **{**extras, "shards": None})
+    assert merged["docs"] == info["docs"] and merged["tokens"] == info["tokens"]
+
+
+def test_report_shows_the_names_ambiguous_within_each_project(tmp_path):
+    """Global modes: the index's per-project counts of names defined twice with one qualification flow into the
+    run's report, as a table."""
+    src = write_cpp_source(tmp_path / "src")
+    (src / "projB" / "again.cpp").write_text("double length(const Vec& v) { return v.x; }\n")
+    dest = str(tmp_path / "dest")
+    planned, _, info = run_steps(src, dest, {**PARAMS, "mode": "project"})
+    index = Path(report_build(info["uri"], max_tokens=256, **cpp_corpus.report_extras(planned["stage"])))
+    ambiguity = json.loads((index.parent / "report.json").read_text())["ambiguity"]
+    assert ambiguity == {"ambiguous_names": 1, "ambiguous_by_project": {"projB": 1}}
+    assert "<h2>Ambiguous names by project</h2>" in index.read_text() and "<td>projB</td><td>1</td>" in index.read_text()

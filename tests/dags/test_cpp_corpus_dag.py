@@ -81,6 +81,18 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     assert not any(n.startswith("main/.staging/") for n in objects)  # committed: staging deleted
 
 
+def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp_path):
+    """The report task read no shard (the shard tasks counted them): its figures are those of reading them."""
+    from nanodata.report.corpus_report import build_report
+
+    _, dest, key = built
+    uri = f"{dest}/builds/{key}"
+    dag_report = read_json(f"{uri}/report/report.json")
+    read = build_report(corpus.fetch_dir(uri, tmp_path / "copy"), max_tokens=PARAMS["max_tokens"], uri=uri)
+    shard_figures = [k for k in read if k not in ("partitions", "tasks", "buckets", "ambiguity")]
+    assert {k: dag_report[k] for k in shard_figures} == {k: read[k] for k in shard_figures}
+
+
 def test_build_docs_come_from_every_input(built, tmp_path):
     _, dest, key = built
     local = tmp_path / "build"

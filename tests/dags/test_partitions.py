@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 from dag_data import run_steps, run_tail, write_cpp_source
 
 from nanodata import storage
+from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
@@ -104,8 +106,6 @@ def test_a_gzip_input_is_split_with_no_decompressed_copy(source, tmp_path):
 def test_a_truncated_gzip_input_takes_the_checked_path(tmp_path):
     """rapidgzip may end a truncated .gz quietly or refuse it; either way plan falls back to gzip, which
     finds the damage: one line naming the input, and no partial corpus planned."""
-    from nanodata.errors import NanodataError
-
     src = tmp_path / "src"
     src.mkdir()
     records = "".join(json.dumps({"text": f"int f{i}() {{ return {i}; }}\n" * 50}) + "\n" for i in range(400))
@@ -115,6 +115,61 @@ def test_a_truncated_gzip_input_takes_the_checked_path(tmp_path):
         cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=256)
     assert "\n" not in str(info.value)
     assert not list((tmp_path / "dest").rglob("plan.json"))
+
+
+def _zstd_source(source: Path, root: Path, frame_bytes: int | None) -> Path:
+    """The source with its .gz input as .zst: frames of frame_bytes decompressed bytes (cut mid-line), or one frame."""
+    src = root / "src"
+    shutil.copytree(source, src)
+    data = gzip.decompress((src / "std.jsonl.gz").read_bytes())
+    (src / "std.jsonl.gz").unlink()
+    step = frame_bytes or len(data)
+    compress = zstandard.ZstdCompressor().compress
+    (src / "std.jsonl.zst").write_bytes(b"".join(compress(data[i:i + step]) for i in range(0, len(data), step)))
+    return src
+
+
+def test_a_zstd_input_is_read_from_its_frames_with_no_decompressed_copy(source, tmp_path):
+    """zstd frames are independent: plan decompresses the .zst once, noting where frames start; each chunk task
+    reads its range from the start of its frame. The corpus is the one the .gz input gives, byte for byte. A
+    one-frame .zst (what the zstd CLI writes) falls back to part files after its first piece."""
+    params = {**PARAMS, "mode": "basic"}
+    _, _, reference = run_steps(source, str(tmp_path / "gz"), params, 0.002)
+    for frames, name in ((1500, "frames"), (None, "one")):
+        src = _zstd_source(source, tmp_path / name, frames)
+        dest = str(tmp_path / name / "dest")
+        planned, _, info = run_steps(src, dest, params, 0.002)
+        stage = Path(planned["stage"])
+        pieces = sorted((pc for p in (stage / "partitions").glob("*.json") for pc in json.loads(p.read_text())["pieces"]
+                         if pc["input"] == 1), key=lambda pc: pc["first_line"])
+        seeks = [pc for pc in pieces if pc.get("zstd_frame")]
+        assert len(pieces) >= 3 and seeks[0] is pieces[0]
+        if frames:  # every piece read in place, from a frame at most a partition before it
+            assert len(seeks) == len(pieces) and not (stage / "parts").exists()
+            assert all(0 <= pc["start"] - pc["zstd_frame"][1] <= 0.002 * 2 ** 20 for pc in pieces)
+            assert len({tuple(pc["zstd_frame"]) for pc in pieces}) >= 3
+        else:
+            assert len(seeks) == 1 and len(list((stage / "parts").iterdir())) == len(pieces) - 1
+        assert _build_files(dest, planned["key"]) == _build_files(str(tmp_path / "gz"), reference["key"])
+        assert info["docs"] == reference["docs"]
+
+
+def test_a_zstd_input_in_a_bucket_is_read_from_its_frames_by_ranges(source, tmp_path, gcs_bucket):
+    src = _zstd_source(source, tmp_path, 1500)
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        storage.write_bytes(f"gs://{gcs_bucket}/src/{path.relative_to(src).as_posix()}", path.read_bytes())
+    params = {**PARAMS, "mode": "basic"}
+    local, _, _ = run_steps(src, str(tmp_path / "local"), params, 0.002)
+    remote, _, _ = run_steps(f"gs://{gcs_bucket}/src", str(tmp_path / "remote"), params, 0.002)
+    assert _build_files(str(tmp_path / "remote"), remote["key"]) == _build_files(str(tmp_path / "local"), local["key"])
+
+
+def test_a_truncated_zstd_input_is_a_clear_error(source, tmp_path):
+    src = _zstd_source(source, tmp_path, 1500)
+    data = (src / "std.jsonl.zst").read_bytes()
+    (src / "std.jsonl.zst").write_bytes(data[:len(data) // 2])
+    with pytest.raises(NanodataError, match=r"std.jsonl.zst: cannot decompress: truncated input"):
+        cpp_corpus.plan(str(src), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=0.002)
 
 
 def test_dedupe_keeps_the_first_occurrence_across_buckets(tmp_path):

@@ -109,6 +109,26 @@ def test_cli(built, tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "nope does not exist" in proc.stderr
 
 
+def test_cli_adds_the_chunk_summarys_ambiguous_names_per_project(built, tmp_path):
+    """`nanodata report --chunk-summary OUTPUT.done`: the chunker's per-project counts, as a table on the page and
+    in the output; a summary of a local mode has none, and says so."""
+    build_dir, _ = built
+    done = tmp_path / "docs.jsonl.done"
+    done.write_text(json.dumps({"mode": "cross-file", "ambiguous_names": 7, "ambiguous_by_project": {"llvm": 5, "fmt": 2}}))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "nanodata.cli", "report", str(build_dir), "--out", str(out),
+                           "--chunk-summary", str(done)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("Ambiguous names by project: 7 names")[1].splitlines()[1:4]
+    assert [line.split() for line in table] == [["project", "ambiguous", "names"], ["llvm", "5"], ["fmt", "2"]]
+    assert json.loads((out / "report.json").read_text())["ambiguity"]["ambiguous_by_project"] == {"llvm": 5, "fmt": 2}
+    assert "<td>llvm</td><td>5</td>" in (out / "index.html").read_text()
+    done.write_text(json.dumps({"mode": "basic"}))
+    proc = subprocess.run([sys.executable, "-m", "nanodata.cli", "report", str(build_dir), "--out", str(out),
+                           "--chunk-summary", str(done)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no ambiguity counts (chunked in mode 'basic'" in proc.stderr
+
+
 def test_report_of_a_real_to_parquet_build(tmp_path):
     """The contract with nanodata.pipeline.to_parquet: its shards keep the chunker's n_tokens and mode columns."""
     from nanodata.pipeline.to_parquet import jsonl_to_parquet

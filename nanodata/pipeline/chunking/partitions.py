@@ -5,8 +5,11 @@ A partition is a list of *pieces*, each a run of items of one input:
   line (so sources and problems name the input's own line numbers). Plain inputs, local or gs://,
   are read in place with ranged reads. A `.gz` input is read once by rapidgzip, which decompresses
   on all the task's cores and exports a seek index (staging gzindex/NNNNN.gzidx); no decompressed byte
-  is written, and each chunk task seeks with the index to its own decompressed range. A `.zst` input
-  (or a `.gz` rapidgzip cannot read) is decompressed once into part files in staging, one per piece.
+  is written, and each chunk task seeks with the index to its own decompressed range. A `.zst` input is
+  decompressed once too, noting where its frames start (zstd frames are independent): a piece whose frame
+  starts at most a partition before it is read by its chunk task from that frame, nothing staged; a piece
+  in a bigger frame (a one-frame file), or of a `.gz` rapidgzip cannot read, is decompressed into a part
+  file in staging.
 - {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
   projects are grouped or split wherever the size budget says.
 Partitions are closed once they hold `partition_bytes`, across input boundaries. Items keep the
@@ -16,6 +19,7 @@ how the inputs are cut never changes the output. Planning holds one partition's 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -108,37 +112,82 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
 
 
 def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
-    if storage.compression_of(uri) == "gzip" and _plan_gzip(planner, number, uri, scratch):
+    kind = storage.compression_of(uri)
+    if kind == "gzip" and _plan_gzip(planner, number, uri, scratch):
         return
     try:
-        _plan_jsonl_serial(planner, number, uri, scratch)
+        if kind == "zstd":  # frames are independent: a piece can be read from the start of its frame
+            with storage.open_read(uri) as raw:
+                frames = _ZstdFrames(raw)
+                _plan_stream(planner, number, uri, scratch, frames, lambda offset: _zstd_seek(frames, offset, planner.limit))
+        else:
+            with storage.open_decompressed(uri) as stream:
+                _plan_stream(planner, number, uri, scratch, stream, (lambda _: None) if kind else (lambda _: {}))
     except storage.decompression_errors() as exc:  # a truncated or corrupt .gz / .zst: no partial corpus
         raise NanodataError(f"{uri}: cannot decompress: {exc}") from None
 
 
-def _plan_jsonl_serial(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
-    compressed = storage.compression_of(uri) is not None
+def _plan_stream(planner: _Planner, number: int, uri: str, scratch: Path, stream, seek) -> None:
+    """Cut an input's (decompressed) stream into pieces. seek(offset): what a chunk task needs to read the input in
+    place from that decompressed offset ({} for a plain input; a .zst frame's offsets), or None: the piece is
+    decompressed once into a part file in staging."""
     base = {"kind": "jsonl", "input": number, "display": uri}
-    with storage.open_decompressed(uri) as stream:
-        part = None
-        for data, cut in split_at_lines(stream, planner.room, planner.limit):
-            if compressed:
-                if part is None:
-                    part = open(scratch / "part.jsonl", "wb")
-                part.write(data)
-            if cut is None:
-                continue
-            start, stop, first_line = cut
-            if compressed:
-                part.close()
-                part = None
-                name = f"{number:05d}-{planner.count:05d}.jsonl"
-                target = storage.join_uri(planner.stage, PARTS, name)
-                storage.write_file(scratch / "part.jsonl", target)
-                piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
-            else:
-                piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line}
-            planner.add(piece, stop - start)
+    part, where = None, seek(0)
+    for data, cut in split_at_lines(stream, planner.room, planner.limit):
+        if where is None:
+            if part is None:
+                part = open(scratch / "part.jsonl", "wb")
+            part.write(data)
+        if cut is None:
+            continue
+        start, stop, first_line = cut
+        if where is None:
+            part.close()
+            part = None
+            target = storage.join_uri(planner.stage, PARTS, f"{number:05d}-{planner.count:05d}.jsonl")
+            storage.write_file(scratch / "part.jsonl", target)
+            piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
+        else:
+            piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line, **where}
+        planner.add(piece, stop - start)
+        where = seek(stop)
+
+
+class _ZstdFrames:
+    """A .zst input read as one decompressed stream, noting where each frame starts: frames[i] = (compressed
+    offset, decompressed offset)."""
+
+    def __init__(self, raw):
+        import zstandard
+
+        self._raw, self._dctx = raw, zstandard.ZstdDecompressor()
+        self._frame, self._left = self._dctx.decompressobj(), b""
+        self._fed = self._out = 0  # compressed bytes decompressed, decompressed bytes returned
+        self.frames = [(0, 0)]
+
+    def read(self, _size: int = -1) -> bytes:
+        import zstandard
+
+        while chunk := self._left or self._raw.read(GZ_READ):
+            data = self._frame.decompress(chunk)
+            self._left = self._frame.unused_data if self._frame.eof else b""
+            self._fed += len(chunk) - len(self._left)
+            self._out += len(data)
+            if self._frame.eof:  # the next frame starts here
+                self.frames.append((self._fed, self._out))
+                self._frame = self._dctx.decompressobj()
+            if data:
+                return data
+        if self._fed > self.frames[-1][0]:
+            raise zstandard.ZstdError("truncated input: its last frame has no end")
+        return b""
+
+
+def _zstd_seek(frames: _ZstdFrames, offset: int, limit: int) -> dict | None:
+    """Where to read from the decompressed `offset`: the start of its frame, when that is at most `limit` bytes
+    before it (each task decompresses at most twice its own bytes); else None (a part file: a one-frame input)."""
+    compressed, decompressed = next(f for f in reversed(frames.frames) if f[1] <= offset)
+    return {"zstd_frame": [compressed, decompressed]} if offset - decompressed <= limit else None
 
 
 def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...]) -> None:
@@ -197,7 +246,9 @@ def partition_items(partition: dict, max_file_bytes: int | None):
         yield Problem(where, reason, status)
     for piece in partition["pieces"]:
         if piece.get("gzindex"):
-            yield from _gzip_range_items(piece, max_file_bytes)
+            yield from _range_items(piece, max_file_bytes, _gzip_reader)
+        elif piece.get("zstd_frame"):
+            yield from _range_items(piece, max_file_bytes, _zstd_reader)
         elif piece["kind"] == "jsonl":
             yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
                                    start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
@@ -206,19 +257,42 @@ def partition_items(partition: dict, max_file_bytes: int | None):
                 yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
 
 
-def _gzip_range_items(piece: dict, max_file_bytes: int | None):
-    """The items of a decompressed range of a .gz input: rapidgzip seeks there with the staged index (one
-    core), the range goes to a local temp file, read as a plain range with the input's line numbers."""
+@contextlib.contextmanager
+def _gzip_reader(piece: dict, tmp: Path):
+    """A decompressed reader of a .gz input at the piece's start: rapidgzip seeks there with the staged index (one
+    core); `with` closes it (DESIGN.md)."""
     import rapidgzip
 
-    with tempfile.TemporaryDirectory(prefix="nanodata-gzrange-") as tmp:
-        index = storage.local_copy(piece["gzindex"], Path(tmp) / "index.gzidx")
+    index = storage.local_copy(piece["gzindex"], tmp / "index.gzidx")
+    with storage.open_seekable(piece["uri"]) as raw, rapidgzip.RapidgzipFile(raw, parallelization=1) as f, \
+            open(index, "rb") as idx:
+        f.import_index(idx)
+        f.seek(piece["start"])
+        yield f
+
+
+@contextlib.contextmanager
+def _zstd_reader(piece: dict, tmp: Path):
+    """A decompressed reader of a .zst input at the piece's start: decompressed from the start of its frame."""
+    import zstandard
+
+    compressed, decompressed = piece["zstd_frame"]
+    with storage.open_read(piece["uri"], compressed) as raw, \
+            zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as f:
+        skip = piece["start"] - decompressed
+        while skip > 0 and (block := f.read(min(skip, GZ_READ))):
+            skip -= len(block)
+        yield f
+
+
+def _range_items(piece: dict, max_file_bytes: int | None, reader):
+    """The items of a decompressed range of a compressed input: reader(piece, tmp) opens it at the range's start (no
+    decompressed byte is staged); the range goes to a local temp file, read as a plain range with the input's line
+    numbers."""
+    with tempfile.TemporaryDirectory(prefix="nanodata-range-") as tmp:
         part = Path(tmp) / "range.jsonl"
         left = piece["stop"] - piece["start"]
-        with storage.open_seekable(piece["uri"]) as raw, rapidgzip.RapidgzipFile(raw, parallelization=1) as f, \
-                open(index, "rb") as idx, open(part, "wb") as out:
-            f.import_index(idx)
-            f.seek(piece["start"])
+        with reader(piece, Path(tmp)) as f, open(part, "wb") as out:
             while left > 0 and (block := f.read(min(left, GZ_READ))):
                 out.write(block)
                 left -= len(block)
@@ -233,6 +307,8 @@ def describe(partition: dict) -> str:
         if piece["kind"] == "jsonl":
             stop = "end" if piece["stop"] is None else piece["stop"]
             where = (f"decompressed bytes {piece['start']}-{stop} (gzip seek index)" if piece.get("gzindex")
+                     else f"decompressed bytes {piece['start']}-{stop} (zstd frame at byte {piece['zstd_frame'][0]})"
+                     if piece.get("zstd_frame")
                      else f"bytes {piece['start']}-{stop}" if piece["uri"] == piece["display"]
                      else f"decompressed part {piece['uri'].rsplit('/', 1)[-1]}")
             parts.append(f"{piece['display']} from line {piece['first_line']} ({where})")
