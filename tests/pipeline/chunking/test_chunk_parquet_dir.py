@@ -105,3 +105,17 @@ def test_files_over_a_size_limit_are_named_in_the_summary_and_the_report(tree, t
     assert report["too_big"] == {"max_file_bytes": limit, "files": len(over), "listed": over}
     html = index.read_text()
     assert "Files over --max-file-bytes" in html and all(e["file"] in html for e in over)
+
+
+def test_a_failed_run_leaves_nothing_and_a_killed_runs_work_is_cleared(tree, tmp_path):
+    (tmp_path / "empty" / "p").mkdir(parents=True)
+    (tmp_path / "empty" / "p" / "e.cc").write_text("")
+    code, err = run(["chunk", "--project-dirs", str(tmp_path / "empty"), "--parquet-dir", str(tmp_path / "out"),
+                     "--no-progress"])
+    assert code == 2 and "no usable C++ input" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # no DIR, no work directory, no table
+    (tmp_path / ".out.tmp").mkdir()  # what a killed run left: a half-built corpus
+    (tmp_path / ".out.tmp" / "shard_00000.parquet").write_bytes(b"half")
+    assert run(["chunk", "--project-dirs", str(tree), "--parquet-dir", str(tmp_path / "out"), "--no-progress"])[0] == 0
+    assert is_complete(tmp_path / "out") and sorted(p.name for p in tmp_path.iterdir()) == ["empty", "out"]
+    assert (tmp_path / "out" / "shard_00000.parquet").read_bytes() != b"half"
