@@ -168,14 +168,16 @@ def too_big_section(summary: dict | None) -> dict | None:
 
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
-                 buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None) -> dict:
+                 buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
+                 too_big: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
     (mapped or not), `buckets`: per dedupe bucket docs and bytes, `ambiguity`: names ambiguous per project (global
     modes), if known. `shards`: every shard's statistics when the build's tasks computed them (no shard is read
-    then, and build_dir may be a gs:// URI), else read_shard_stats reads them. Files skipped for their size come
-    from the chunk summary a `nanodata chunk --parquet-dir` build holds."""
+    then, and build_dir may be a gs:// URI), else read_shard_stats reads them. `too_big`: the files skipped for
+    their size (too_big_section's form), if known, else what the chunk summary of a `nanodata chunk --parquet-dir`
+    build holds."""
     check_max_tokens(max_tokens)
     if shards is None:
         check_build_dir(Path(build_dir))
@@ -214,7 +216,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "tasks": tasks or [],
         "buckets": buckets or [],
         "ambiguity": ambiguity,
-        "too_big": too_big_section(read_chunk_summary(build_dir)),
+        "too_big": too_big or too_big_section(read_chunk_summary(build_dir)),
     }
 
 
