@@ -52,6 +52,7 @@ from _common import (
 from airflow.sdk import Param, dag, task
 
 from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
+    MAX_FILE_BYTES,
     MAX_TOKENS,
     MIN_TOKENS,
     PARTITION_MB,
@@ -65,7 +66,8 @@ PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and
 
 def _build_params(params) -> dict:
     """The Params that change the output: part of the build key."""
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "rows_per_file", "val_fraction")}
+    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "rows_per_file",
+                                   "val_fraction")}
 
 
 @dag(
@@ -93,6 +95,10 @@ def _build_params(params) -> dict:
                               description="Work is cut into partitions of about this many MB of source, one "
                                           "mapped task each. Smaller spreads a build over more workers; the "
                                           f"corpus is identical for any value. From {PARTITION_MB_MIN:g} to {PARTITION_MB.hi}."),
+        "max_file_bytes": Param(None, type=["null", "integer"], **MAX_FILE_BYTES.param(), title="Max file bytes",
+                                description="Files larger than this many bytes are skipped, each named with its "
+                                            "size in the build report. Empty (the default): no limit, as "
+                                            "`nanodata chunk`; a file is parsed whole, a big one is more docs."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
@@ -196,7 +202,7 @@ def nanodata_cpp_corpus():
 
 
 def _chunk_params(params) -> dict:
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes")}
 
 
 nanodata_cpp_corpus()

@@ -2,6 +2,7 @@
 
     DIR/shard_00000.parquet ...   train shards (`shard_name`), then val_shard.parquet (`VAL_NAME`)
     DIR/manifest.json             `Manifest`: every shard with rows, bytes and checksums, the val shard, counts
+    DIR/chunk_summary.json        `nanodata chunk --parquet-dir`'s summary (what OUTPUT.done holds for a JSONL run)
     DIR/_COMPLETE                 written last: the directory is whole (nanodata.storage.files.COMPLETE)
     DEST/latest.json              `Latest`: which build of DEST is the newest published, written after it
 
@@ -22,10 +23,11 @@ from nanodata.storage.uri import exists, join_uri, read_bytes, write_bytes, writ
 MANIFEST = "manifest.json"
 LATEST = "latest.json"
 VAL_NAME = "val_shard.parquet"
+CHUNK_SUMMARY = "chunk_summary.json"
 MANIFEST_VERSION = 1
 
-__all__ = ["COMPLETE", "LATEST", "MANIFEST", "MANIFEST_VERSION", "VAL_NAME", "Latest", "Manifest", "ShardEntry",
-           "is_complete", "is_parquet_name", "mark_complete", "read_latest", "shard_name", "split_names", "write_latest"]
+__all__ = ["CHUNK_SUMMARY", "COMPLETE", "LATEST", "MANIFEST", "MANIFEST_VERSION", "VAL_NAME", "Latest", "Manifest", "ShardEntry",
+           "is_complete", "is_parquet_name", "mark_complete", "read_chunk_summary", "read_latest", "shard_name", "split_names", "write_latest"]
 
 
 def is_complete(location) -> bool:
@@ -36,6 +38,12 @@ def is_complete(location) -> bool:
 def mark_complete(location) -> None:
     """Commit a directory: the last write, after every file it holds and its manifest."""
     write_bytes(join_uri(str(location), COMPLETE), b"")
+
+
+def read_chunk_summary(location) -> dict | None:
+    """The chunk run's summary a corpus written by `nanodata chunk --parquet-dir` holds; None for other corpora."""
+    data = read_bytes(join_uri(str(location), CHUNK_SUMMARY))
+    return None if data is None else json.loads(data)
 
 
 def shard_name(index: int) -> str:

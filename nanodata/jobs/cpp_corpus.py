@@ -43,7 +43,6 @@ PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, bat
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
-MAX_FILE_BYTES = 500_000  # as `nanodata chunk`'s default
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh
 # stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
 STAGE_FORMAT = 4
@@ -101,10 +100,12 @@ def _batch_partitions(stage: str, batch: int) -> list[int]:
     return list(range(start, stop))
 
 
-def _settings(mode: str, max_tokens: int, tokenizer: str) -> dict:
+def _settings(mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None) -> dict:
+    """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges)."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
-    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer).worker_settings()
+    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer,
+                       max_file_bytes=max_file_bytes).worker_settings()
 
 
 def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
@@ -136,17 +137,18 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
-def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
-    """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite."""
+def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None) -> dict:
+    """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite. max_file_bytes: larger
+    files are skipped and named in the partition's summary (None: no limit, as `nanodata chunk`)."""
     from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
-    settings = _settings(mode, max_tokens, tokenizer)
+    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes)
     stage = ref["stage"]
 
     def work(partition, tmp):
         store = tmp / "units.sqlite"
         tally = Tally()
-        parse_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, store, tally)
+        parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally)
         storage.write_file(store, join(stage, "units", _partition_name(partition["partition"]) + ".sqlite"))
         return tally.counts()
 
@@ -205,11 +207,11 @@ def index(planned: dict) -> list[dict]:
     return planned["chunk"]
 
 
-def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dict:
+def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None) -> dict:
     """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
-    settings = _settings(mode, max_tokens, tokenizer)
+    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes)
     stage = ref["stage"]
 
     def work(partition, tmp):
@@ -221,10 +223,10 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str) -> dic
             parsed = read_json(join(stage, "units", name + ".json"))
             groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
             # the files were read (and their problems counted) by the parse pass
-            tally.files_skipped, tally.files_failed, tally.problems = (parsed["files_skipped"], parsed["files_failed"],
-                                                                       parsed["problems"])
+            for count in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
+                setattr(tally, count, parsed.get(count, getattr(tally, count)))
         else:
-            docs = chunk_items(parts.partition_items(partition, MAX_FILE_BYTES), settings, 1, tally)
+            docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally)
             groups = stage_docs(docs, out, mode)
         buckets = read_json(join(stage, PLAN))["buckets"]
         scattered = tail.scatter(out, groups, buckets, join(stage, tail.SCATTER, name + ".bin"), tmp)
@@ -362,4 +364,20 @@ def report_extras(stage: str) -> dict:
     shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
     bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project."""
     return {"shards": tail.file_stats(stage), "partitions": partition_stats(stage), "tasks": task_times(stage),
-            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(stage)}
+            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(stage),
+            "too_big": too_big_files(stage)}
+
+
+def too_big_files(stage: str) -> dict | None:
+    """The files the build skipped for its max_file_bytes, from the partitions' summaries, as the report shows
+    them ({"max_file_bytes", "files", "listed": the first TOO_BIG_KEPT}); None when the build set no limit."""
+    from nanodata.pipeline.chunking.pipeline import TOO_BIG_KEPT
+
+    plan_ = read_json(join(stage, PLAN)) or {}
+    limit = plan_.get("params", {}).get("max_file_bytes")
+    if limit is None:
+        return None
+    summaries = [s or {} for s in read_jsons(join(stage, "docs", _partition_name(p) + ".json")
+                                             for p in range(plan_["partitions"]))]
+    listed = [entry for s in summaries for entry in s.get("too_big", [])][:TOO_BIG_KEPT]
+    return {"max_file_bytes": limit, "files": sum(s.get("files_too_big", 0) for s in summaries), "listed": listed}

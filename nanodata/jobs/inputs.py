@@ -26,7 +26,7 @@ from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-KEY_FORMAT = 3  # bump when a change to the build steps should rebuild every corpus
+KEY_FORMAT = 4  # bump when a change to the build steps should rebuild every corpus (4: no file size limit, compilable order)
 
 
 def _top_level(source: str) -> list[str]:

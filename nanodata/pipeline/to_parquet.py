@@ -19,6 +19,7 @@ or with where a run stopped (the published script took val from the last partial
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -48,8 +49,9 @@ class Converter:
 
     def __init__(self, inputs, out_dir: Path, rows_per_file: int, row_group_size: int, val_fraction: float,
                  seed: int, compression: str, on_error: str, row_group_bytes: int = ROW_GROUP_BYTES,
-                 shard_bytes: int = FILE_BYTES):
+                 shard_bytes: int = FILE_BYTES, made_by: str = "to-parquet"):
         self.out = out_dir
+        self.made_by = made_by  # the manifest's created_by names the command
         self.params = {"inputs": [os.path.abspath(p) for p in inputs], "rows_per_file": rows_per_file,
                        "row_group_size": row_group_size, "val_fraction": val_fraction, "seed": seed,
                        "compression": compression, "row_group_bytes": row_group_bytes, "shard_bytes": shard_bytes}
@@ -135,7 +137,10 @@ class Converter:
         self.state["offset"] = block_start + (ends[-1] if ends else 0)
         self.state["line_no"] = first_line_no + len(ends) - 1
 
-    def convert(self, follow: bool, idle_timeout: float, progress) -> None:
+    @contextlib.contextmanager
+    def session(self):
+        """The val spool (yielded) and a fresh train spool, open while blocks are consumed; on a normal exit
+        the last partial shard is written (or the checkpoint saved)."""
         # every other file has its own disk_errors, so a full disk met here is the spool's
         with disk_errors(self.out / VAL_SPOOL), open(self.out / VAL_SPOOL, "ab+") as spool:
             if spool.seek(0, os.SEEK_END) < self.state["val_spool_bytes"]:
@@ -145,20 +150,43 @@ class Converter:
             # a checkpoint is only written with the train spool empty: a resumed run starts a fresh one
             self.train = SortedSpool(self.out / TRAIN_SPOOL)
             try:
-                inputs = self.params["inputs"]
-                while self.state["input_index"] < len(inputs):
-                    path = inputs[self.state["input_index"]]
-                    for start, block in read_blocks(path, self.state["offset"], follow=follow,
-                                                    idle_timeout=idle_timeout):
-                        self.consume(path, start, block, spool)
-                        progress()
-                    self.state.update(input_index=self.state["input_index"] + 1, offset=0, line_no=0)
+                yield spool
                 if len(self.train):
                     self.flush_shard(spool)
                 else:
                     self.save_progress(spool)
             finally:
                 self.train.close()  # closing twice (after a failed flush) is harmless
+
+    def convert(self, follow: bool, idle_timeout: float, progress) -> None:
+        with self.session() as spool:
+            inputs = self.params["inputs"]
+            while self.state["input_index"] < len(inputs):
+                path = inputs[self.state["input_index"]]
+                for start, block in read_blocks(path, self.state["offset"], follow=follow,
+                                                idle_timeout=idle_timeout):
+                    self.consume(path, start, block, spool)
+                    progress()
+                self.state.update(input_index=self.state["input_index"] + 1, offset=0, line_no=0)
+
+    def finish(self, inputs: str) -> dict:
+        """After the last block: val_shard.parquet, manifest.json, then _COMPLETE; returns the manifest.
+        `inputs` names what was read, for the error of a corpus of nothing (which is not complete)."""
+        if not self.state["shards"] and not self.state["val_rows"]:
+            bad = self.state["bad_lines"]
+            raise NanodataError(f"{inputs}: no good doc, {sum(v['count'] for v in bad.values())} bad line(s) "
+                                f"({bad_summary(bad)}); no shard, {MANIFEST} or {COMPLETE} written to {self.out}")
+        typed = self.manifest(self.write_val())
+        atomic_write(self.out / MANIFEST, typed.to_bytes())
+        manifest = typed.to_json()
+        atomic_write(self.out / COMPLETE, b"")
+        self.state["complete"] = True
+        self.save_progress()
+        (self.out / VAL_SPOOL).unlink(missing_ok=True)
+        log.info("%s: %d shard(s), %d train rows, %d val rows, bad lines: %s", self.out, len(manifest["shards"]),
+                 manifest["total_rows"] - self.state["val_rows"], self.state["val_rows"],
+                 bad_summary(manifest["bad_lines"]))
+        return manifest
 
     def write_val(self) -> dict | None:
         """val_shard.parquet: the val spool's docs sorted by the shuffle key, as the DAG's val task writes it."""
@@ -185,7 +213,7 @@ class Converter:
         val = ShardEntry(**val) if val else None
         return Manifest(shards=shards, val=val, bad_lines=self.state["bad_lines"],
                         total_rows=sum(s.rows for s in shards) + (val.rows if val else 0),
-                        created_by=f"nanodata {__version__} to-parquet")
+                        created_by=f"nanodata {__version__} {self.made_by}")
 
 
 def check_params(inputs, out: Path, rows_per_file, row_group_size, val_fraction, seed, compression, on_error,
@@ -258,23 +286,17 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = ROWS_PER_FILE.defa
 
         progress()
         conv.convert(follow, idle_timeout, progress)
+    return conv.finish(f"--input {' '.join(conv.params['inputs'])}")
 
-    if not conv.state["shards"] and not conv.state["val_rows"]:  # a corpus of nothing is not complete
-        bad = conv.state["bad_lines"]
-        raise NanodataError(f"--input {' '.join(conv.params['inputs'])}: no good doc, "
-                            f"{sum(v['count'] for v in bad.values())} bad line(s) ({bad_summary(bad)}); "
-                            f"no shard, {MANIFEST} or {COMPLETE} written to {out}")
-    typed = conv.manifest(conv.write_val())
-    atomic_write(out / MANIFEST, typed.to_bytes())
-    manifest = typed.to_json()
-    atomic_write(out / COMPLETE, b"")
-    conv.state["complete"] = True
-    conv.save_progress()
-    (out / VAL_SPOOL).unlink(missing_ok=True)
-    log.info("%s: %d shard(s), %d train rows, %d val rows, bad lines: %s", out, len(manifest["shards"]),
-             manifest["total_rows"] - conv.state["val_rows"], conv.state["val_rows"],
-             bad_summary(manifest["bad_lines"]))
-    return manifest
+
+def add_shard_flags(parser) -> None:
+    """--rows-per-file, --val-fraction and --seed: how docs become shards, for to-parquet and chunk --parquet-dir."""
+    parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=ROWS_PER_FILE.default,
+                        help=f"train docs per shard (default: {ROWS_PER_FILE.default})")
+    parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=VAL_FRACTION.default,
+                        help=f"fraction of docs hashed into val_shard.parquet (default: {VAL_FRACTION.default})")
+    parser.add_argument("--seed", type=flag(SEED), default=SEED.default,
+                        help=f"seed of the shuffle and the val split (default: {SEED.default})")
 
 
 def configure_parser(parser) -> None:
@@ -285,15 +307,10 @@ def configure_parser(parser) -> None:
     parser.add_argument("--input", nargs="+", action="extend", required=True, metavar="JSONL",
                         help="JSONL file(s), read in the order given")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=ROWS_PER_FILE.default,
-                        help=f"train docs per shard (default: {ROWS_PER_FILE.default})")
+    add_shard_flags(parser)
     parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=ROW_GROUP_SIZE.default,
                         help="docs per parquet row group; the loader strides row groups across ranks "
                              f"(default: {ROW_GROUP_SIZE.default})")
-    parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=VAL_FRACTION.default,
-                        help=f"fraction of docs hashed into val_shard.parquet (default: {VAL_FRACTION.default})")
-    parser.add_argument("--seed", type=flag(SEED), default=SEED.default,
-                        help=f"seed of the shuffle and the val split (default: {SEED.default})")
     parser.add_argument("--follow", action="store_true",
                         help="tail inputs still being written; an input ends at its X.jsonl.done marker or "
                              "after --idle-timeout seconds without growth")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from nanodata.corpus import fetch_dir, put_dir
-from nanodata.corpus.layout import MANIFEST, Manifest, is_complete
+from nanodata.corpus.layout import MANIFEST, Manifest, is_complete, read_chunk_summary
 from nanodata.dataset import read_manifest, split_files
 from nanodata.errors import NanodataError
 from nanodata.pipeline.shard_stats import lengths_of, shard_stats
@@ -156,16 +156,29 @@ def read_shard_stats(build_dir: Path, tokenizer: str = "cl100k_base") -> list[di
     return stats
 
 
+def too_big_section(summary: dict | None) -> dict | None:
+    """The files a chunk run skipped for the user's --max-file-bytes, from its summary (OUTPUT.done or a
+    parquet dir's CHUNK_SUMMARY): {"max_file_bytes", "files", "listed": [{"file", "bytes"}, ...]}; None when
+    no limit was set or the summary is not known."""
+    if not summary or summary.get("max_file_bytes") is None:
+        return None
+    return {"max_file_bytes": summary["max_file_bytes"], "files": summary["files_too_big"],
+            "listed": summary["too_big"]}
+
+
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
-                 fidelity: dict | None = None) -> dict:
+                 fidelity: dict | None = None, too_big: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
     (mapped or not), `buckets`: per dedupe bucket docs and bytes, `ambiguity`: names ambiguous per project (global
-    modes), `fidelity`: the chunker's lines kept, balanced docs and cuts per project (fidelity.summarize), if known. `shards`: every shard's statistics when the build's tasks computed them (no shard is read
-    then, and build_dir may be a gs:// URI), else read_shard_stats reads them."""
+    modes), `fidelity`: the chunker's lines kept, balanced docs and cuts per project (fidelity.summarize), if known.
+    `shards`: every shard's statistics when the build's tasks computed them (no shard is read then, and build_dir
+    may be a gs:// URI), else read_shard_stats reads them. `too_big`: the files skipped for their size
+    (too_big_section's form), if known, else what the chunk summary of a `nanodata chunk --parquet-dir` build
+    holds (its fidelity too, when `fidelity` is not given)."""
     check_max_tokens(max_tokens)
     if shards is None:
         check_build_dir(Path(build_dir))
@@ -181,6 +194,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     train_cat = np.concatenate(train_lengths) if train_lengths else lengths
     counted = any(s["counted"] for s in shards)
     build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
+    chunk_summary = read_chunk_summary(build_dir) if fidelity is None or too_big is None else None
     return {
         "format": REPORT_FORMAT,
         "build": uri or (build if isinstance(build, str) else str(build.resolve())),
@@ -204,7 +218,8 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "tasks": tasks or [],
         "buckets": buckets or [],
         "ambiguity": ambiguity,
-        "fidelity": fidelity,
+        "fidelity": fidelity or (chunk_summary or {}).get("fidelity"),
+        "too_big": too_big or too_big_section(chunk_summary),
     }
 
 
@@ -344,6 +359,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {tasks}
 {ambiguity_html(report.get("ambiguity"))}
 {fidelity_section(report.get("fidelity"))}
+{too_big_html(report.get("too_big"))}
 <p><a href="{REPORT_JSON}">report.json</a></p>
 </body></html>
 """
@@ -361,6 +377,17 @@ def _ambiguity_rows(ambiguity: dict) -> list[dict]:
 def _ambiguity_caption(ambiguity: dict) -> str:
     return (f"{ambiguity['ambiguous_names']} {AMBIGUITY_NOTE}; by project, most first "
             f"({len(ambiguity['ambiguous_by_project'])} projects listed)")
+
+
+def too_big_html(section: dict | None) -> str:
+    """Files over --max-file-bytes: never chunked, so the corpus lacks them (HTML; empty without a limit)."""
+    if not section:
+        return ""
+    listed = section["listed"]
+    more = f" (the first {len(listed)} listed)" if section["files"] > len(listed) else ""
+    return (f"<h2>Files over --max-file-bytes</h2><p>{section['files']} file(s) larger than "
+            f"{section['max_file_bytes']} bytes were skipped, not chunked{more}</p>"
+            + _columns_table(("file", "bytes"), listed))
 
 
 def ambiguity_html(ambiguity: dict | None) -> str:

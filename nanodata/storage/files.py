@@ -41,10 +41,14 @@ def fsync_dir(directory: str | os.PathLike) -> None:
 
 
 def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
-    """Make a finished temp file the file `path`: fsync it, rename it over path, fsync the directory."""
+    """Make a finished temp file the file `path`: fsync it, rename it over path, fsync the directory. A temp
+    directory (of files each written whole) is fsynced and renamed the same way, over an absent or empty one."""
     with disk_errors(path):
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        if Path(tmp).is_dir():
+            fsync_dir(tmp)
+        else:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(Path(path).parent)
 

@@ -43,7 +43,7 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
     planned = cpp_corpus.plan(str(src), dest, params, partition_mb=partition_mb)
     if buckets is not None:
         set_buckets(planned["stage"], buckets)
-    chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
+    chunk_kw = {k: params.get(k) for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes")}
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
     chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]

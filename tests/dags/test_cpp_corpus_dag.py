@@ -11,7 +11,8 @@ from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_sourc
 from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
-PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 3, "val_fraction": 0.4}
+PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
+          "val_fraction": 0.4}
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,7 @@ def test_params_carry_the_cli_ranges(dagbag):
                 ("nanodata_tokenizer", "vocab_size"): ranges.VOCAB_SIZE,
                 ("nanodata_tokenizer", "max_chars"): ranges.MAX_CHARS,
                 ("nanodata_cpp_corpus", "max_tokens"): ranges.MAX_TOKENS,
+                ("nanodata_cpp_corpus", "max_file_bytes"): ranges.MAX_FILE_BYTES,
                 ("nanodata_cpp_corpus", "rows_per_file"): ranges.ROWS_PER_FILE}
     for (dag_id, name), allowed in expected.items():
         schema = dagbag.dags[dag_id].params.get_param(name).schema

@@ -309,3 +309,25 @@ def test_a_source_without_inputs_is_a_clear_error(tmp_path):
     (tmp_path / "empty" / "notes.txt").write_text("nothing to chunk")
     with pytest.raises(NanodataError, match=r"no JSONL inputs \(.jsonl, .jsonl.gz, .jsonl.zst\) and no C\+\+ files"):
         cpp_corpus.plan(str(tmp_path / "empty"), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"})
+
+
+@pytest.mark.parametrize("mode", ["basic", "compilable"])
+def test_a_max_file_bytes_param_names_each_skipped_file_in_the_report(tmp_path, mode):
+    """No limit by default (every file chunked, the report has no such section); a limit skips the bigger files,
+    which the report names with their sizes, as `nanodata chunk --max-file-bytes` does."""
+    folder = tmp_path / "loose"
+    folder.mkdir()
+    for name in ("stl_pair.h", "stl_heap.h"):
+        shutil.copy(STD / name, folder / name)
+    sizes = {name: (folder / name).stat().st_size for name in ("stl_pair.h", "stl_heap.h")}
+    limit = min(sizes.values())
+    big = max(sizes, key=sizes.get)
+    for params, read in (({**PARAMS, "mode": mode}, 2), ({**PARAMS, "mode": mode, "max_file_bytes": limit}, 1)):
+        dest = tmp_path / f"dest-{read}"
+        planned, chunks, info = run_steps(folder, str(dest), params)
+        assert sum(c["files_read"] for c in chunks) == read and info["docs"] > 1
+        extras = cpp_corpus.report_extras(planned["stage"])
+        report = json.loads(Path(report_build(info["uri"], **extras)).with_name("report.json").read_text())
+        assert (report["too_big"] is None) == (read == 2)
+    assert extras["too_big"] == report["too_big"] == {
+        "max_file_bytes": limit, "files": 1, "listed": [{"file": str(folder / big), "bytes": sizes[big]}]}

@@ -5,6 +5,7 @@ printed it, and gives each numeric flag huge, negative, zero, nan, inf and text 
 flag's range ends in exit 2 and one line naming the flag, the value and the range: no traceback, no file
 written, no worker process or thread started. A value inside it is accepted by the parser."""
 
+import argparse
 import contextlib
 import io
 import multiprocessing
@@ -16,15 +17,38 @@ import pytest
 from nanodata.cli import COMMANDS, build_parser, main
 
 BAD_VALUES = ["99999999999999999999", "1e400", "-1", "0", "nan", "inf", "-inf", "x", "", "1e9", "0.5"]
-# sub-commands with actions of their own, as typed
-PROGRAMS = [["tokenizer", "train"] if name == "tokenizer" else [name] for name in COMMANDS]
+
+
+def _choices(parser) -> dict:
+    """The sub-commands a parser dispatches to (its subparsers action's choices), else none."""
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def programs() -> list[list[str]]:
+    """Every runnable `nanodata ...` command, as typed, found by walking the parsers main() builds: a new
+    sub-command (or a sub-sub-command such as `tokenizer train`) is covered without editing this test."""
+    found = []
+
+    def walk(parser, words):
+        children = _choices(parser)
+        if not children:
+            found.append(words)
+        for word, child in children.items():
+            walk(child, words + [word])
+
+    for name in COMMANDS:
+        walk(_choices(build_parser(name))[name], [name])
+    return found
+
+
+PROGRAMS = programs()
 
 
 def subparser(program: list[str]):
     """The parser of `nanodata PROGRAM...`, as main() builds it."""
     parser = build_parser(program[0])
     for word in program:
-        parser = next(a for a in parser._actions if a.dest in ("command", "tokenizer_command")).choices[word]
+        parser = _choices(parser)[word]
     return parser
 
 
@@ -55,8 +79,11 @@ def good_number(allowed) -> str:
 def required_argv(program: list[str], tmp_path) -> list[str]:
     """Every required argument with a plausible value, so the parser reaches the flag under test."""
     argv = []
-    for action in subparser(program)._actions:
-        if not action.required or action.dest in ("command", "tokenizer_command"):
+    parser = subparser(program)
+    # a required group of alternatives (chunk's --output | --parquet-dir) takes its first one
+    firsts = {id(group._group_actions[0]) for group in parser._mutually_exclusive_groups if group.required}
+    for action in parser._actions:
+        if not (action.required or id(action) in firsts) or isinstance(action, argparse._SubParsersAction):
             continue
         value = good_number(action.type.allowed) if hasattr(action.type, "allowed") else str(tmp_path / "p")
         if action.dest == "base_url":
@@ -102,6 +129,16 @@ def test_every_numeric_flag_is_ranged_and_checked_first(program, tmp_path, monke
             assert allowed.describe() in lines[0], (argv, lines)
             assert stdout == "" and os.listdir(tmp_path) == [], (argv, stdout, os.listdir(tmp_path))
             assert multiprocessing.active_children() == [] and threading.active_count() == threads, argv
+
+
+def test_the_walk_finds_every_command_and_ranged_flag():
+    """Each command main() knows is walked, and each numeric flag found has its range (counted here so a
+    parser the walk cannot reach shows up as a smaller number, not as silence)."""
+    assert {p[0] for p in PROGRAMS} == set(COMMANDS) and ["tokenizer", "train"] in PROGRAMS
+    flags = {(" ".join(p), option) for p in PROGRAMS for option, _ in numeric_flags(p)}
+    assert {("chunk", f) for f in ("--max-file-bytes", "--max-tokens", "--cross-depth", "--workers", "--partition-mb",
+                                   "--rows-per-file", "--val-fraction", "--seed")} <= flags
+    assert len(flags) >= 29, sorted(flags)  # 29 when chunk --parquet-dir came
 
 
 def test_workers_cap_is_a_multiple_of_the_cpus():

@@ -49,11 +49,13 @@ COMMANDS = {
                    ("--seed", False, ["0", "7"], ODD_NUMBERS), ("--compression", False, ["zstd", "none"], ["bogus"]),
                    ("--on-error", False, ["skip", "fail"], ["x"])],
     "chunk": [("--inputs", False, ["{root}/chunks.jsonl"], ODD_PATHS), ("--project-dirs", False, ["{root}/tree"], ODD_PATHS),
-              ("--output", True, ["{out}/docs.jsonl"], ODD_OUTS + ["{root}/chunks.jsonl"]),
+              ("--output", False, ["{out}/docs.jsonl"], ODD_OUTS + ["{root}/chunks.jsonl"]),
               ("--mode", False, ["basic", "compilable"], ["x"]), ("--max-tokens", False, ["16", "64"], ODD_NUMBERS),
               ("--workers", False, ["1", "2"], ["0", "-2", "x"]), ("--partition-mb", False, ["0.001", "1"], ODD_NUMBERS),
               ("--cross-depth", False, ["0", "2"], ODD_NUMBERS), ("--max-file-bytes", False, ["100", "100000"], ODD_NUMBERS),
-              ("--extensions", False, [".cpp,.h"], [",", ""]), ("--tokenizer", False, ["cl100k_base"], ["nope"])],
+              ("--extensions", False, [".cpp,.h"], [",", ""]), ("--tokenizer", False, ["cl100k_base"], ["nope"]),
+              ("--parquet-dir", False, ["{out}/corpus"], ODD_OUTS + ["gs://b/x"]),
+              ("--seed", False, ["42", "7"], ODD_NUMBERS), ("--val-fraction", False, ["0.01", "0.5"], ["1", "nan"])],
     "pretokenize": [("--input", True, ["{root}/corpus"], ODD_PATHS), ("--out", True, ["{out}"], ODD_OUTS),
                     ("--tokenizer", False, ["cl100k_base"], ["nope", "{root}/file.txt"]),
                     ("--shard-tokens", False, ["3000", "100000"], ODD_NUMBERS),
@@ -79,9 +81,9 @@ COMMANDS = {
 FOUND = {
     # OverflowError traceback (exit 0 with --project-dirs instead of --inputs)
     "chunk": [(["--inputs", "{root}/chunks.jsonl"], [], ["--output", "{out}/docs.jsonl"], [], [], [], [], [],
-               ["--max-file-bytes", "99999999999999999999"], [], []),
+               ["--max-file-bytes", "99999999999999999999"], [], [], [], [], []),
               ([], ["--project-dirs", "{root}/tree"], ["--output", "{out}/docs.jsonl"], [], [], [], [], [],
-               ["--max-file-bytes", "99999999999999999999"], [], [])],
+               ["--max-file-bytes", "99999999999999999999"], [], [], [], [], [])],
     # --dir under a file; --attempts past 1000 and past float range
     "download": [(["--base-url", "http://127.0.0.1:9/data"], ["--num-shards", "1"], ["--dir", "{root}/file.txt/under"],
                   [], [], ["--attempts", "1"], ["--backoff-base", "0"]),

@@ -1,11 +1,12 @@
 """C++ chunking with tree-sitter: sources -> units -> dependency graphs -> modes -> token-exact docs.
 
 `chunk_to_jsonl(output, inputs=..., project_dirs=..., mode=...)` is the library entry point
-(Airflow tasks call it directly); `nanodata chunk` is its command-line face.
+(Airflow tasks call it directly), `chunk_to_parquet(out_dir, ...)` the same docs as parquet shards;
+`nanodata chunk` is their command-line face.
 """
 
 from nanodata.pipeline.chunking.modes import MODES
-from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl, chunk_to_parquet
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 
-__all__ = ["chunk_to_jsonl", "MODES", "CPP_EXTENSIONS"]
+__all__ = ["chunk_to_jsonl", "chunk_to_parquet", "MODES", "CPP_EXTENSIONS"]

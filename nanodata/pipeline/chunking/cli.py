@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from nanodata.corpus.layout import CHUNK_SUMMARY
+from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, MIN_TOKENS, PARTITION_MB, PROCESS_WORKERS, flag
+from nanodata.pipeline.to_parquet import add_shard_flags
+from nanodata.ranges import (
+    CROSS_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_TOKENS,
+    MIN_TOKENS,
+    PARTITION_MB,
+    PROCESS_WORKERS,
+    ROWS_PER_FILE,
+    SEED,
+    VAL_FRACTION,
+    flag,
+)
 
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
@@ -19,8 +33,10 @@ MODE_HELP = """modes:
               dropping cross-file functions, then preamble + named types + the function
 every doc is <= --max-tokens counted with the real tokenizer; every non-blank source line reaches the
 docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
-and closing lines), only a single statement larger than the budget at line boundaries. Output lines: {"text","n_tokens","mode","source","kind"};
-OUTPUT.done (the summary as JSON) is written last."""
+and closing lines), only a single statement larger than the budget at line boundaries. Output lines:
+{"text","n_tokens","mode","source","kind"}; OUTPUT.done (the summary as JSON) is written last. With
+--parquet-dir the docs go straight into parquet shards (to-parquet's split, shuffle and manifest;
+--rows-per-file, --val-fraction and --seed apply only there)."""
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +48,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--project-dirs", nargs="+", default=[], metavar="DIR",
                         help="C++ trees (local or gs:// prefixes): each sub-directory is a project, files directly "
                              "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
-    parser.add_argument("--output", required=True, help="output JSONL (written to OUTPUT.tmp, then renamed)")
+    out = parser.add_mutually_exclusive_group(required=True)
+    out.add_argument("--output", help="output JSONL (written to OUTPUT.tmp, then renamed)")
+    out.add_argument("--parquet-dir", metavar="DIR",
+                     help="write parquet shards to DIR (new or empty) instead of JSONL, as `nanodata to-parquet` "
+                          "would from OUTPUT with the same --rows-per-file, --val-fraction and --seed; the summary "
+                          f"is DIR/{CHUNK_SUMMARY}")
+    add_shard_flags(parser)
     parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
     parser.add_argument("--max-tokens", type=flag(MAX_TOKENS), default=MAX_TOKENS.default,
                         help=f"token budget per doc, >= {MIN_TOKENS} (default: {MAX_TOKENS.default})")
@@ -40,8 +62,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
     parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=CROSS_DEPTH.default,
                         help=f"breadth-first depth of cross-file dependencies (default: {CROSS_DEPTH.default})")
-    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=MAX_FILE_BYTES.default,
-                        help=f"skip (and count) files larger than this (default: {MAX_FILE_BYTES.default})")
+    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=None, metavar="N",
+                        help="skip files larger than N bytes, each named with its size in the log and in the "
+                             "summary (default: no limit; a file is parsed whole, a big one is just more docs)")
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
     parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
@@ -56,16 +79,34 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Flags that belong to the other output (--append to JSONL, the shard flags to --parquet-dir): one line."""
+    if args.parquet_dir and args.append:
+        raise NanodataError("--append: appends to an --output JSONL; --parquet-dir writes a new corpus")
+    shard_flags = {"--rows-per-file": (args.rows_per_file, ROWS_PER_FILE), "--val-fraction": (args.val_fraction,
+                   VAL_FRACTION), "--seed": (args.seed, SEED)}
+    for name, (value, allowed) in shard_flags.items():
+        if not args.parquet_dir and value != allowed.default:
+            raise NanodataError(f"{name} {value}: applies to --parquet-dir (for a JSONL --output use it with "
+                                "`nanodata to-parquet`)")
+
+
 def run(args: argparse.Namespace) -> int:
     from nanodata.pipeline.chunking.config import ChunkConfig
-    from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
+    from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl, chunk_to_parquet
 
+    check_outputs(args)
     extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
     config = ChunkConfig(mode=args.mode, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
                          cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
                          partition_mb=args.partition_mb, extensions=extensions)
-    s = chunk_to_jsonl(args.output, inputs=args.inputs, project_dirs=args.project_dirs, config=config,
-                       strict=args.strict, append=args.append, progress=not args.no_progress)
+    common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
+              "progress": not args.no_progress}
+    if args.parquet_dir:
+        s = chunk_to_parquet(args.parquet_dir, rows_per_file=args.rows_per_file, val_fraction=args.val_fraction,
+                             seed=args.seed, **common)
+    else:
+        s = chunk_to_jsonl(args.output, append=args.append, **common)
     print(f"chunk {s['mode']}: {s['files_read']} files read, {s['files_skipped']} skipped, "
           f"{s['files_failed']} failed, {s['syntax_errors']} with syntax errors | {s['docs']} docs, "
           f"{s['tokens']} tokens, {s['docs_split']} split, {s['duplicates_dropped']} duplicates dropped | "
@@ -76,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
           f"balanced, {total['oversized_statement_cuts']} oversized statements cut ({total['cut_docs']} docs), "
           f"{total['parse_error_regions']} parse-error regions | per project (see OUTPUT.done for all): "
           + ", ".join(f"{p} {t['lines_kept_pct']}% kept {t['balanced_docs_pct']}% balanced" for p, t in worst))
+    if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
+        where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
+        print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "
+              f"{where})")
     if s.get("ambiguous_by_project"):  # global modes: names no lookup resolves (see OUTPUT.done for all)
         top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
         print(f"names defined twice with one qualification within a project (never pulled): "

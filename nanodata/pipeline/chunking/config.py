@@ -18,13 +18,13 @@ from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_M
 class ChunkConfig:
     """mode: one of MODES. max_tokens: the budget of every doc, counted with `tokenizer` (a tiktoken name or a
     trained tokenizer directory). cross_depth: how far cross-file dependencies are followed. max_file_bytes: larger
-    files are skipped and counted. workers: processes (the output is the same for any). partition_mb: global modes
+    files are skipped and listed (None, the default: no limit). workers: processes (the output is the same for any). partition_mb: global modes
     parse and emit partitions of this much source. extensions: the C++ files of a project directory."""
     mode: str = "basic"
     max_tokens: int = MAX_TOKENS.default
     tokenizer: str = "cl100k_base"
     cross_depth: int = CROSS_DEPTH.default
-    max_file_bytes: int = MAX_FILE_BYTES.default
+    max_file_bytes: int | None = None
     workers: int = PROCESS_WORKERS.default
     partition_mb: float = PARTITION_MB.default
     extensions: tuple[str, ...] = CPP_EXTENSIONS
@@ -35,7 +35,9 @@ class ChunkConfig:
         for name, allowed in (("--max-tokens", MAX_TOKENS), ("--cross-depth", CROSS_DEPTH),
                               ("--max-file-bytes", MAX_FILE_BYTES), ("--workers", PROCESS_WORKERS),
                               ("--partition-mb", PARTITION_MB)):
-            allowed.check(name, getattr(self, name[2:].replace("-", "_")))
+            value = getattr(self, name[2:].replace("-", "_"))
+            if value is not None or name != "--max-file-bytes":  # no file size limit unless one is given
+                allowed.check(name, value)
         object.__setattr__(self, "tokenizer", str(self.tokenizer))
         object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
         counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work

@@ -258,12 +258,10 @@ class Chunker:
             return self._edges[key]
 
         direct = list(dict.fromkeys(t for fn in functions for t in resolve(fn)))
-        if not closure:
-            return direct
-        everything = direct + reachable(direct, _LazyEdges(resolve))
+        everything = direct + reachable(direct, _LazyEdges(resolve)) if closure else direct
         base = sorted(set(everything))  # (file, unit): source order within a file
         deps = {t: resolve(t) for t in base}
-        return topo_order(base, deps)
+        return topo_order(base, deps)  # bases and primary templates first, the named types alone too
 
     def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
         packer = self.packer

@@ -240,7 +240,7 @@ def load_partition(stage: str, number: int) -> dict:
     return json.loads(data)
 
 
-def partition_items(partition: dict, max_file_bytes: int):
+def partition_items(partition: dict, max_file_bytes: int | None):
     """The items of a partition, streamed, with the gids and names a one-process run gives them."""
     for where, reason, status in partition["problems"]:
         yield Problem(where, reason, status)
@@ -285,7 +285,7 @@ def _zstd_reader(piece: dict, tmp: Path):
         yield f
 
 
-def _range_items(piece: dict, max_file_bytes: int, reader):
+def _range_items(piece: dict, max_file_bytes: int | None, reader):
     """The items of a decompressed range of a compressed input: reader(piece, tmp) opens it at the range's start (no
     decompressed byte is staged); the range goes to a local temp file, read as a plain range with the input's line
     numbers."""

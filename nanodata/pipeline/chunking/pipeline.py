@@ -12,8 +12,9 @@ Every doc depends only on its file and the global index, and the merge order is 
 partitions, whatever the worker count, and whichever machine runs which pass: the Airflow DAG runs
 these same functions as mapped tasks (nanodata.jobs.cpp_corpus), the CLI runs them in a loop.
 
-Workers get at most WINDOW items each in flight, so memory holds a bounded number of files
-whatever the input size; results come back in input order.
+Workers get at most WINDOW items and WINDOW_BYTES of source each in flight (always at least one file,
+however big: a file is parsed whole), so memory holds a bounded number of files whatever the input size;
+results come back in input order.
 """
 
 from __future__ import annotations
@@ -36,14 +37,17 @@ from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
-from nanodata.pipeline.chunking.writer import JsonlWriter, staged_line, work_path
+from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_line, work_path
 from nanodata.pipeline.workers import process_pool
+from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION
 from nanodata.storage import parse_gs
-from nanodata.storage.files import atomic_output, disk_errors, disk_full_error, is_disk_full
+from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 WINDOW = 16            # items in flight per worker
+WINDOW_BYTES = 64 << 20  # bytes of source in flight per worker (its docs come back about as big)
 PROBLEMS_KEPT = 100
+TOO_BIG_KEPT = 10_000  # files over --max-file-bytes the summary names (each is also logged); the rest are counted
 PICKLE = pickle.HIGHEST_PROTOCOL
 MERGE_BATCH = 256   # docs handed to the writer at a time
 
@@ -120,6 +124,11 @@ class FileResult:
     stats: dict | None = None   # fidelity.file_stats of its docs
 
 
+def _bytes_of(item) -> int:
+    """What an item in flight weighs: a source file's size, a stored file's pickled units (see _emit_file)."""
+    return item.size if isinstance(item, SourceFile) else len(item[5])
+
+
 def _ordered_map(function, items, settings: dict, workers: int):
     """function(item) for each item, in input order; Problems pass straight through; bounded in flight."""
     if workers <= 1:
@@ -129,15 +138,28 @@ def _ordered_map(function, items, settings: dict, workers: int):
         return
     pool = process_pool(workers, _init_worker, (settings,))
     try:
-        pending: deque = deque()
+        pending: deque = deque()  # (bytes, Problem or AsyncResult)
+        in_flight = 0
+
+        def pop():
+            nonlocal in_flight
+            size, head = pending.popleft()
+            in_flight -= size
+            return head if isinstance(head, Problem) else head.get()
+
         for item in items:
-            pending.append(item if isinstance(item, Problem) else pool.apply_async(function, (item,)))
-            while len(pending) > WINDOW * workers or (pending and isinstance(pending[0], Problem)):
-                head = pending.popleft()
-                yield head if isinstance(head, Problem) else head.get()
+            if isinstance(item, Problem):
+                pending.append((0, item))
+            else:
+                pending.append((_bytes_of(item), pool.apply_async(function, (item,))))
+                in_flight += pending[-1][0]
+            while (len(pending) > WINDOW * workers or in_flight > WINDOW_BYTES * workers
+                   or isinstance(pending[0][1], Problem)):
+                yield pop()
+                if not pending:
+                    break
         while pending:
-            head = pending.popleft()
-            yield head if isinstance(head, Problem) else head.get()
+            yield pop()
     finally:
         pool.terminate()
         pool.join()
@@ -157,6 +179,8 @@ class Tally:
     tokens: int = 0
     problems: list = field(default_factory=list)
     fidelity: dict = field(default_factory=dict)   # project -> summed fidelity.file_stats
+    files_too_big: int = 0  # skipped for --max-file-bytes (also in files_skipped), named in too_big, not problems
+    too_big: list = field(default_factory=list)  # {"file", "bytes"}, the first TOO_BIG_KEPT
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -166,7 +190,12 @@ class Tally:
             self.files_skipped += 1
         else:
             self.files_failed += 1
-        if len(self.problems) < PROBLEMS_KEPT:
+        if problem.size is not None:
+            log.warning("%s", problem)  # every file skipped for its size is named, with its size
+            self.files_too_big += 1
+            if len(self.too_big) < TOO_BIG_KEPT:
+                self.too_big.append({"file": problem.where, "bytes": problem.size})
+        elif len(self.problems) < PROBLEMS_KEPT:
             self.problems.append(str(problem))
 
     def file(self, result: FileResult) -> None:
@@ -179,11 +208,12 @@ class Tally:
             add_stats(self.fidelity, result.project, result.stats)
 
     def add(self, other: dict) -> None:
-        for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed"):
-            setattr(self, name, getattr(self, name) + other[name])
+        for name in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed", "files_too_big"):
+            setattr(self, name, getattr(self, name) + other.get(name, 0))
         self.problems.extend(other["problems"][:PROBLEMS_KEPT - len(self.problems)])
         for project, stats in other.get("fidelity", {}).items():
             add_stats(self.fidelity, project, stats)
+        self.too_big.extend(other.get("too_big", [])[:TOO_BIG_KEPT - len(self.too_big)])
 
     def counts(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "strict"}
@@ -202,20 +232,25 @@ def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
 
 # ---------------------------------------------------------------- the passes over one partition
 
-def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
-    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
+def check_inputs(inputs, project_dirs, extensions: tuple) -> None:
     if not inputs and not project_dirs:
         raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
     if project_dirs and not any(e.strip(".") for e in extensions):
         raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
+    for uri in inputs:
+        if parse_gs(str(uri)) is None and Path(uri).is_dir():
+            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
+
+
+def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
+    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
+    check_inputs(inputs, project_dirs, extensions)
     if output.is_dir():
         raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
     parent = next((p for p in output.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
     for uri in inputs:
-        if parse_gs(str(uri)) is None and Path(uri).is_dir():
-            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
         if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
             raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
 
@@ -288,7 +323,7 @@ def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_par
 
 # ---------------------------------------------------------------- the CLI's run
 
-def input_items(inputs, project_dirs, extensions, max_file_bytes: int):
+def input_items(inputs, project_dirs, extensions, max_file_bytes: int | None):
     """Every item of a run, streamed: JSONL inputs in the order given, then each project tree."""
     for number, uri in enumerate(inputs):
         yield from jsonl_items(str(uri), number, max_file_bytes)
@@ -321,16 +356,48 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
     into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input.
     The settings: a ChunkConfig, or its fields as keywords (mode=, max_tokens=, tokenizer=, ...)."""
     config = config if config is not None else ChunkConfig(**settings)
+    output = Path(output)
+    check_run(output, inputs, project_dirs, config.extensions)
+    return _chunk(lambda: JsonlWriter(output, config.mode, append), output, inputs, project_dirs, config, strict,
+                  progress)
+
+
+def chunk_to_parquet(out_dir, *, inputs=(), project_dirs=(), config: ChunkConfig | None = None, strict=False,
+                     progress=False, rows_per_file: int = ROWS_PER_FILE.default,
+                     val_fraction: float = VAL_FRACTION.default, seed: int = SEED.default, **settings) -> dict:
+    """chunk_to_jsonl's docs written straight into parquet shards in `out_dir` (a new or empty local directory),
+    as `nanodata to-parquet` would write chunk_to_jsonl's output with the same rows_per_file, val_fraction and
+    seed: shards, val_shard.parquet, manifest.json, the summary (CHUNK_SUMMARY), _COMPLETE. Returns the summary."""
+    config = config if config is not None else ChunkConfig(**settings)
+    check_inputs(inputs, project_dirs, config.extensions)
+    out_dir = check_parquet_dir(str(out_dir))
+    shards = {"rows_per_file": ROWS_PER_FILE.check("--rows-per-file", rows_per_file),
+              "val_fraction": VAL_FRACTION.check("--val-fraction", val_fraction), "seed": SEED.check("--seed", seed)}
+    return _chunk(lambda: ParquetDocs(out_dir, config.mode, **shards), out_dir, inputs, project_dirs, config, strict,
+                  progress)
+
+
+def check_parquet_dir(out_dir: str) -> Path:
+    """A new or empty local directory (a corpus is uploaded with `nanodata sync`)."""
+    if out_dir.startswith("gs:"):
+        raise NanodataError(f"--parquet-dir {out_dir}: a local directory is needed (copy it with `nanodata sync`)")
+    check_output_dir(out_dir, "--parquet-dir")
+    path = Path(out_dir)
+    if path.is_dir() and any(path.iterdir()):
+        raise NanodataError(f"--parquet-dir {out_dir}: is not empty; give a new or empty directory")
+    return path
+
+
+def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig, strict: bool, progress: bool) -> dict:
+    """The run behind chunk_to_jsonl and chunk_to_parquet: every item chunked into make_writer()'s writer."""
     mode, max_tokens, workers, extensions = config.mode, config.max_tokens, config.workers, config.extensions
     settings = config.worker_settings()
-    output = Path(output)
-    check_run(output, inputs, project_dirs, extensions)
     started = time.perf_counter()
     items = input_items(inputs, project_dirs, extensions, config.max_file_bytes)
     tally = Tally(strict=strict)
     with disk_errors(output):
         output.parent.mkdir(parents=True, exist_ok=True)
-        writer = JsonlWriter(output, mode, append)
+        writer = make_writer()
     bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
     index_counts: dict = {}
     try:
@@ -347,7 +414,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         if tally.files_read == 0:
-            first = f": first problem: {tally.problems[0]}" if tally.problems else ""
+            first = (f": first problem: {tally.problems[0]}" if tally.problems else
+                     f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else "")
             raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed} problems){first}")
     except BaseException as exc:
         writer.abort()
@@ -368,7 +436,8 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
         "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
         "files_per_s": round(tally.files_read / seconds, 1) if seconds else 0.0,
         "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
-        "problems": counts["problems"],
+        "problems": counts["problems"], "max_file_bytes": config.max_file_bytes,
+        "files_too_big": counts["files_too_big"], "too_big": counts["too_big"],
         # global modes: per project, names defined more than once with one qualification (never pulled)
         **{k: index_counts[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in index_counts},
         # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)

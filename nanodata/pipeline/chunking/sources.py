@@ -48,6 +48,7 @@ class Problem:
     where: str                  # "file" or "file:line"
     reason: str
     status: str = "failed"      # "failed" (unusable input) or "skipped" (by policy: size, binary, empty)
+    size: int | None = None     # the bytes of a file skipped for being over --max-file-bytes
 
     def __str__(self) -> str:
         return f"{self.where}: {self.reason}"
@@ -64,13 +65,14 @@ def input_name(uri: str) -> str:
 
 # ---------------------------------------------------------------- JSONL records
 
-def _read_lines(stream, max_line_bytes: int):
-    """Yield (bytes, line length) per line; bytes is None for a line longer than max_line_bytes (never held)."""
+def _read_lines(stream, max_line_bytes: int | None):
+    """Yield (bytes, line length) per line; bytes is None for a line longer than max_line_bytes (never held).
+    Without a bound a line is read whole (one record, which is decoded whole anyway), never more than one."""
     while True:
-        line = stream.readline(max_line_bytes + 1)
+        line = stream.readline(-1 if max_line_bytes is None else max_line_bytes + 1)
         if not line:
             return
-        if len(line) > max_line_bytes and not line.endswith(b"\n"):
+        if max_line_bytes is not None and len(line) > max_line_bytes and not line.endswith(b"\n"):
             length = len(line)
             while line and not line.endswith(b"\n"):  # drain the rest of the oversized line
                 line = stream.readline(READ_BLOCK)
@@ -80,7 +82,14 @@ def _read_lines(stream, max_line_bytes: int):
         yield line, len(line)
 
 
-def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_bytes: int):
+def too_big(where: str, size: int, max_file_bytes: int | None) -> Problem | None:
+    """The Problem of a file over the user's --max-file-bytes (None: no limit, the default)."""
+    if max_file_bytes is None or size <= max_file_bytes:
+        return None
+    return Problem(where, f"{size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped", size)
+
+
+def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_bytes: int | None):
     """One JSONL line -> SourceFile, Problem, or None (a blank line)."""
     if not raw.strip():
         return None
@@ -98,8 +107,8 @@ def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_b
     if not isinstance(text, str):
         return Problem(where, f'"text" is {type(text).__name__}, expected a string')
     size = len(text.encode("utf-8", "surrogatepass"))
-    if size > max_file_bytes:
-        return Problem(where, f"text of {size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped")
+    if problem := too_big(where, size, max_file_bytes):
+        return problem
     if not text.strip():
         return Problem(where, "empty text", "skipped")
     try:
@@ -115,7 +124,7 @@ def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_b
     return SourceFile(gid, source, project, rel or source, text=text, size=size)
 
 
-def jsonl_items(uri: str, input_no: int, max_file_bytes: int, *, display: str | None = None,
+def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display: str | None = None,
                 start: int = 0, stop: int | None = None, first_line: int = 1):
     """SourceFile or Problem per line of a JSONL input, or of the line-aligned range [start, stop) of it.
 
@@ -130,9 +139,10 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int, *, display: str | 
         yield Problem(display, str(exc).removeprefix(f"{uri}: "))
         return
     number = first_line - 1
+    max_line = None if max_file_bytes is None else LINE_SLACK * max_file_bytes + 4096
     with stream:
         try:
-            for raw, _ in _read_lines(stream, LINE_SLACK * max_file_bytes + 4096):
+            for raw, _ in _read_lines(stream, max_line):
                 number += 1
                 where = f"{display}:{number}"
                 if raw is None:
@@ -228,12 +238,12 @@ def tree_files(root: str, extensions: tuple[str, ...]):
         yield Problem(root, "no C++ files under this prefix"), 0
 
 
-def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int):
+def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int | None):
     """The SourceFile (or size Problem) of one file of a project tree."""
     root_name = input_name(root)
     file = storage.join_uri(root, rel)
-    if size > max_file_bytes:
-        return Problem(file, f"{size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped")
+    if problem := too_big(file, size, max_file_bytes):
+        return problem
     project, _, inner = rel.partition("/")
     if not inner:
         project = root_name
@@ -241,7 +251,7 @@ def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int):
     return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size)
 
 
-def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_bytes: int):
+def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_bytes: int | None):
     """Each sub-directory of `root` is a project; files directly in root form a project named after root."""
     number = 0
     for rel, size in tree_files(root, extensions):

@@ -616,6 +616,15 @@ def _call_qualifier(text: str) -> str:
     return _last_name(_strip_template_args(text).rpartition("::")[0])
 
 
+def _is_specialization(unit: Unit, data: bytes) -> bool:
+    """A type unit written `class X<...>` (a partial or explicit specialization of the template X)."""
+    if unit.kind != "type" or not unit.name:
+        return False
+    head = data[unit.start:unit.end].split(b"{", 1)[0]
+    return re.search(rb"\b(?:class|struct|union)\s+(?:\w+\s+)*(?:[\w:]*::)?" + re.escape(unit.name.encode())
+                     + rb"\s*<", head) is not None
+
+
 def _references(tree, units: list[Unit], data: bytes) -> None:
     """Attach called names and referenced type names to the unit whose body contains them, and the
     qualifiers of the names only ever used qualified."""
@@ -639,7 +648,8 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
         for raw, used in types.items():
             qualifiers.setdefault(("type", raw.decode("utf-8", "replace")), set()).update(used)
         unit.calls = tuple(name for kind, name in qualifiers if kind == "function" and name and name != unit.name)
-        unit.types = tuple(name for kind, name in qualifiers if kind == "type" and name != unit.name)
+        own = unit.name if not _is_specialization(unit, data) else None  # a specialization needs its primary
+        unit.types = tuple(name for kind, name in qualifiers if kind == "type" and name != own)
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 

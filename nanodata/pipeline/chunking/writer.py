@@ -24,13 +24,19 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
+from nanodata.corpus.layout import CHUNK_SUMMARY
+from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.pack import Doc
+from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
+from nanodata.ranges import ROW_GROUP_SIZE
 from nanodata.storage.files import atomic_write, commit, temp_name
 
 SEEN_CACHE_KIB = 32 * 1024
+CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
 
 def doc_line(doc: Doc, mode: str) -> str:
@@ -126,9 +132,12 @@ class JsonlWriter:
             self.tokens += tokens
             self.split += split
         if lines:
-            self.file.write(b"".join(lines))  # whole lines per write: a tailing reader never sees half a doc
-            if self.append:
-                self.file.flush()
+            self._emit(b"".join(lines))
+
+    def _emit(self, lines: bytes) -> None:
+        self.file.write(lines)  # whole lines per write: a tailing reader never sees half a doc
+        if self.append:
+            self.file.flush()
 
     def commit(self, summary: dict) -> None:
         self.file.flush()
@@ -148,3 +157,52 @@ class JsonlWriter:
         self.seen.close()
         if not self.append:
             self.path.unlink(missing_ok=True)
+
+
+class ParquetDocs(JsonlWriter):
+    """`nanodata chunk --parquet-dir`: the lines JsonlWriter would write (same dedupe, same order) go straight to
+    to-parquet's Converter, so DIR holds the shards `chunk` + `to-parquet` make with the same --seed,
+    --val-fraction and --rows-per-file, with no JSONL in between. Built in a work directory next to DIR
+    (shards, val, manifest, the chunk summary, _COMPLETE last), renamed into place once whole."""
+
+    def __init__(self, out_dir: Path, mode: str, *, rows_per_file: int, val_fraction: float, seed: int):
+        self.output = Path(out_dir)
+        self.mode = mode
+        self.append = False
+        self.path = work_path(self.output, "tmp")
+        shutil.rmtree(self.path, ignore_errors=True)  # a killed run's
+        self.path.mkdir(parents=True)
+        self.converter = Converter([], self.path, rows_per_file, ROW_GROUP_SIZE.default, val_fraction, seed,
+                                   COMPRESSIONS[0], "fail", made_by="chunk --parquet-dir")
+        self.session = self.converter.session()
+        self.spool = self.session.__enter__()
+        self.offset = 0
+        self.pending = bytearray()  # lines for the converter, which parses a block at a time
+        self.seen = SeenTexts(work_path(self.output, "seen.sqlite"))
+        self.docs = self.tokens = self.split = self.duplicates = 0
+
+    def _emit(self, lines: bytes) -> None:
+        self.pending += lines
+        if len(self.pending) >= CONVERT_BLOCK:
+            self._convert()
+
+    def _convert(self) -> None:
+        self.converter.consume(str(self.output), self.offset, bytes(self.pending), self.spool)
+        self.offset += len(self.pending)
+        self.pending.clear()
+
+    def commit(self, summary: dict) -> None:
+        self._convert()
+        self.session.__exit__(None, None, None)  # the last partial shard
+        self.seen.close()
+        atomic_write(self.path / CHUNK_SUMMARY, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        self.converter.finish(str(self.output))
+        (self.path / PROGRESS).unlink()  # nothing to resume: a killed run starts over
+        commit(self.path, self.output)  # over an empty DIR (a non-empty one is refused before the run)
+
+    def abort(self) -> None:
+        failed = NanodataError("chunk run failed")
+        with contextlib.suppress(Exception):  # the spools are closed, not written out, and removed with the dir
+            self.session.__exit__(NanodataError, failed, None)
+        self.seen.close()
+        shutil.rmtree(self.path, ignore_errors=True)

@@ -65,7 +65,7 @@ def test_huge_single_line_and_empty_files_skipped(tmp_path):
         f.write(json.dumps({"text": "int ok() { return 0; }"}) + "\n")
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
-    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[huge, empty])
+    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[huge, empty], max_file_bytes=1_000_000)
     assert any(p.startswith(f"{huge}:1: line longer") for p in summary["problems"])
     assert any(p == f"{empty}: empty input file" for p in summary["problems"])
     assert summary["files_read"] == 1 and summary["files_skipped"] == 2
@@ -136,9 +136,11 @@ def test_project_walk_extensions_sizes_binaries_and_symlinks(tmp_path):
     sources = sorted(d["source"] for d in read_docs(tmp_path / "out.jsonl"))
     assert sources == ["p/src/B.HPP", "p/src/a.cpp"]
     problems = "\n".join(summary["problems"])
-    for words in ("escape.cpp: symlink points outside", "big.cc: 1424 bytes exceeds --max-file-bytes 1000",
-                  "blob.h: binary file", "latin1.h:1: not UTF-8", "empty.h: empty file"):
+    for words in ("escape.cpp: symlink points outside", "blob.h: binary file", "latin1.h:1: not UTF-8",
+                  "empty.h: empty file"):
         assert words in problems
+    assert summary["too_big"] == [{"file": str(root / "p" / "big.cc"), "bytes": 1424}]
+    assert summary["files_too_big"] == 1 and summary["max_file_bytes"] == 1000
     assert summary["files_read"] == 2 and summary["files_failed"] == 1 and summary["files_skipped"] == 4
 
 
@@ -226,3 +228,21 @@ def test_output_naming_a_directory_fails_before_any_work(tmp_path):
     with pytest.raises(NanodataError, match=r"--output .*: is a directory"):
         chunk_to_jsonl(tmp_path, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_big_files_are_chunked_by_default(tmp_path):
+    """No size limit unless one is given: a 600 KB file (over the old 500,000-byte default) of a tree and as one
+    JSONL record (a line longer than the old line bound of 8 x that default would be with a 500 KB file) is
+    just more docs, every function in them."""
+    text = "".join(f"int big_{i}(int x) {{ return x * {i} + {i % 7}; }}\n" for i in range(14_000))
+    assert len(text) > 600_000
+    (tmp_path / "tree" / "p").mkdir(parents=True)
+    (tmp_path / "tree" / "p" / "big.cc").write_text(text)
+    records = write_jsonl(tmp_path / "in.jsonl", [text.replace("big_", "rec_")])
+    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[records], project_dirs=[tmp_path / "tree"],
+                             max_tokens=4096)
+    assert summary["files_read"] == 2 and summary["files_skipped"] == 0 and summary["too_big"] == []
+    assert summary["max_file_bytes"] is None
+    docs = "".join(d["text"] for d in read_docs(tmp_path / "out.jsonl"))
+    assert all(f"int {p}_{i}(" in docs for p in ("big", "rec") for i in range(0, 14_000, 997))
+    assert docs.count("\n") == 2 * text.count("\n")  # every line, once

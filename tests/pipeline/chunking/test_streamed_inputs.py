@@ -120,8 +120,8 @@ def test_reader_never_holds_a_whole_input(tmp_path, mode):
     """An input 3x larger than the headroom a memory limit leaves: a reader holding it would die.
 
     The limit is the address space a run over a tiny input peaked at, plus 100 MB; the big input
-    is 300 MB of records (mostly over --max-file-bytes, so cheap to skip) in a .gz (decompressed
-    as a stream) and plain."""
+    is 300 MB of records (mostly over the --max-file-bytes given, so cheap to skip) in a .gz
+    (decompressed as a stream) and plain."""
     small, big = tmp_path / "small.jsonl", tmp_path / "big.jsonl.gz"
     small.write_bytes(_jsonl_bytes())
     filler = json.dumps({"text": "x" * 600_000}) + "\n"
@@ -129,7 +129,7 @@ def test_reader_never_holds_a_whole_input(tmp_path, mode):
         f.write(_jsonl_bytes().decode())
         for _ in range(500):
             f.write(filler)
-    args = ["chunk", "--mode", mode, "--max-tokens", "256", "--no-progress"]
+    args = ["chunk", "--mode", mode, "--max-tokens", "256", "--no-progress", "--max-file-bytes", "500000"]
     baseline = _probe(0, [*args, "--inputs", str(small), "--output", str(tmp_path / "a.jsonl")])
     assert baseline.returncode == 0, baseline.stderr
     limit = int(baseline.stdout.split("VmPeak")[-1].strip().strip("[]").split()[0]) + 100 * 2 ** 20
