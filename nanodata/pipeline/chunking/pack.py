@@ -146,19 +146,36 @@ class DocBuilder:
 
 
 def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
-    """A single line over the budget (minified code, a huge literal): cut by characters."""
-    pieces = []
-    while line:
-        lo, hi = 1, len(line)
-        while lo < hi:  # longest prefix within the limit
-            mid = (lo + hi + 1) // 2
-            if counter.count(line[:mid]) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        pieces.append(line[:lo])
-        line = line[lo:]
+    """A single line over the budget (minified code, a huge literal): cut by characters.
+
+    One encoding of the whole line proposes each cut (the end of the piece's `limit`-th token); the piece is then
+    counted alone and, where tokens merged differently at its edges, shortened by a search inside the piece only,
+    so a line of n bytes costs O(n log n), not a count of ever longer prefixes per piece (quadratic)."""
+    data = line.encode("utf-8")
+    ends = counter.token_ends(line)
+    pieces, start = [], 0
+    while start < len(data):
+        first = int(np.searchsorted(ends, start, side="right"))  # the first token ending after start
+        cut = _char_boundary(data, int(ends[min(first + limit, len(ends)) - 1]), start)
+        if counter.count(data[start:cut].decode("utf-8")) > limit:
+            lo, hi = start + 1, cut - 1
+            while lo < hi:  # the longest prefix of this piece within the limit
+                mid = _char_boundary(data, (lo + hi + 1) // 2, start)
+                if mid > lo and counter.count(data[start:mid].decode("utf-8")) <= limit:
+                    lo = mid
+                else:
+                    hi = mid - 1 if mid > lo else lo
+            cut = _char_boundary(data, lo, start)
+        pieces.append(data[start:cut].decode("utf-8"))
+        start = cut
     return pieces
+
+
+def _char_boundary(data: bytes, cut: int, start: int) -> int:
+    """`cut` moved back to the start of a UTF-8 character (a byte-level token may end inside one), past `start`."""
+    while cut < len(data) and cut > start + 1 and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return cut
 
 
 def _cut_at(lines: list[str], depths: list[int], start: int, end: int) -> int:

@@ -113,3 +113,19 @@ def test_trained_tokenizer_dirs_checked_for_additivity(tmp_path):
     bad = _tokenizer_dir(tmp_path / "gpt2_style", GPT2_PATTERN)
     with pytest.raises(NanodataError, match="--tokenizer .*gpt2_style: its split pattern merges tokens across lines"):
         chunk_to_jsonl(tmp_path / "out2.jsonl", inputs=[src], tokenizer=str(bad))
+
+
+@pytest.mark.parametrize("limit", [64, 2048])
+def test_a_line_over_the_budget_is_cut_into_pieces_within_it(limit):
+    """A minified one-line file of ~1 MB (multi-byte characters included): the pieces join back into the line, each
+    is within the budget by a recount, and each but the last is nearly full (the cut follows the line's tokens)."""
+    from nanodata.pipeline.chunking.pack import _cut_line, counter_for
+
+    counter = counter_for("cl100k_base")
+    rng = random.Random(limit)
+    words = ["int", "x", "=", "{", "0x1f,", "é", "日本語", '"str"', "  ", "a_b_c", "(", ")", ";", "->", "🙂", "0"]
+    line = "".join(rng.choice(words) for _ in range(400_000))
+    pieces = _cut_line(line, limit, counter)
+    assert "".join(pieces) == line
+    counts = [counter.count(piece) for piece in pieces]
+    assert max(counts) <= limit and min(counts[:-1]) >= limit - 8
