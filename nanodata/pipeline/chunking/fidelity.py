@@ -133,10 +133,22 @@ def source_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def doc_lines(docs: list[str]) -> list[str]:
+    """The non-blank lines of docs read in order, where a doc that does not end its last line (a piece of a line
+    longer than the budget, pack._cut_line) continues that line into the next doc: the cut line counts whole."""
+    lines, carried = [], ""
+    for doc in docs:
+        text = carried + doc
+        body, ended = text.splitlines(), text.splitlines(keepends=True)
+        carried = body.pop() if ended and ended[-1] == body[-1] else ""  # the last line has no line end
+        lines.extend(line for line in body if line.strip())
+    return lines + ([carried] if carried.strip() else [])
+
+
 def lines_kept(source: str, docs: list[str]) -> int:
     """How many of the source's non-blank lines the docs hold (multiplicity counted, see above)."""
     wanted = Counter(source_lines(source))
-    held = Counter(line for doc in docs for line in source_lines(doc))
+    held = Counter(doc_lines(docs))
     return sum(min(n, held[line]) for line, n in wanted.items())
 
 
@@ -144,10 +156,9 @@ def lines_in_order(source: str, docs: list[str]) -> int:
     """How many of the source's non-blank lines the docs, read in order, hold as a greedy subsequence."""
     wanted = source_lines(source)
     found = 0
-    for doc in docs:
-        for line in source_lines(doc):
-            if found < len(wanted) and line == wanted[found]:
-                found += 1
+    for line in doc_lines(docs):
+        if found < len(wanted) and line == wanted[found]:
+            found += 1
     return found
 
 

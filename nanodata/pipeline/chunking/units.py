@@ -42,6 +42,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+import numpy as np
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
 
@@ -575,10 +576,14 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
             texts[owner] = text if text.endswith("\n") else text + "\n"
 
     order = sorted(range(len(spans)), key=spans.__getitem__)
-    for i in order:
-        start, end = spans[i]
-        line_start = data.rfind(b"\n", 0, start) + 1
-        line_end = data.find(b"\n", end - 1) + 1 or len(data)
+    # the lines each span touches, looked up among the file's newlines at once (a search from each span would
+    # rescan a long line once per node on it: quadratic on a minified file)
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    around = np.concatenate(([-1], newlines, [len(data) - 1]))  # a newline before the file and one at its end
+    bounds = np.array([spans[i] for i in order], dtype=np.int64).reshape(-1, 2)
+    line_starts = (around[np.searchsorted(newlines, bounds[:, 0])] + 1).tolist()  # after the last newline before
+    line_ends = (around[np.searchsorted(newlines, bounds[:, 1] - 1) + 1] + 1).tolist()  # after the first at/after
+    for i, line_start, line_end in zip(order, line_starts, line_ends, strict=True):
         if group and line_start < group_end:
             group.append(i)
             group_end = max(group_end, line_end)
