@@ -162,8 +162,6 @@ def test_any_file_keeps_its_lines_in_order(pieces, budget):
 def test_a_line_cut_across_docs_counts_as_kept():
     """A line longer than the budget is cut into pieces, one per doc (pack._cut_line): read in order, the pieces
     make the line again, so it is kept and in order; a piece alone is not the line."""
-    from nanodata.pipeline.chunking.fidelity import lines_in_order, lines_kept
-
     source = "int a;\r\nint table[] = {1, 2, 3, 4};\r\nint b;\n"
     docs = ["int a;\r\nint table[] = {1, ", "2, 3, ", "4};\r\nint b;\n"]
     assert lines_kept(source, docs) == lines_in_order(source, docs) == 3
