@@ -22,6 +22,8 @@ import re
 from collections import Counter
 from itertools import accumulate
 
+import numpy as np
+
 # What never counts, first match wins, left to right: comments and literals (a u8/u/U/L prefix is just
 # letters before them), and directive lines, matched with the newline before them (the lexers put one
 # before the text). Every alternative starts with a literal character, so the regex engine skips
@@ -34,59 +36,65 @@ _SKIP = r"""//[^\n]*                                          # line comment
 """
 _DIRECTIVE = r"(?P<line>[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # continuations included
 _FLAGS = re.VERBOSE | re.DOTALL
-_TOKENS = re.compile(rf"{_SKIP} | \n{_DIRECTIVE} | \{{ | \}} | \( | \)", _FLAGS)  # line_depths walks these
-_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the text at these
+_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
 _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
 _OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
-_DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
+_OPEN_BRACE, _CLOSE_BRACE, _OPEN_PAREN, _CLOSE_PAREN = map(ord, "{}()")
 
 
 def line_depths(lines: list[str]) -> list[int | None]:
     """`{}` depth after each of `lines` (joined, they make one text), counted as `balanced` counts; None
-    for a line that ends inside a comment, literal, directive or open `(` (no place to cut)."""
-    ends = list(accumulate(len(line) for line in lines))
-    depths: list = [0] * len(ends)
-    braces = parens = line = 0
-    for kind, start, end in _spans("".join(lines)):
-        while ends[line] <= start:
-            depths[line] = braces if parens == 0 else None
-            line += 1
-        while kind is None and ends[line] < end:  # a comment or literal over several lines
-            depths[line] = None
-            line += 1
-        if kind is not None:
-            d_braces, d_parens = _DELTA[kind]
-            braces, parens = braces + d_braces, max(parens + d_parens, 0)  # a stray `)` does not stop cuts
-    for rest in range(line, len(ends)):
-        depths[rest] = braces if parens == 0 else None
-    return depths
+    for a line that ends inside a comment, literal, directive or open `(` (no place to cut).
+
+    Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
+    the brackets are summed with numpy: the depth after a line is the running sum up to its newline, and
+    an open `(` count that a stray `)` never takes below 0 is the running sum minus its lowest point so far."""
+    if not lines:
+        return []
+    text = "".join(lines)
+    ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
+    skipped, counted_to = _skipped(text)
+    # +1 where a skipped span starts, -1 where it ends: positions with a positive running sum do not count
+    marks = np.zeros(len(text) + 1, dtype=np.int64)
+    np.add.at(marks, [start for start, _ in skipped] + [counted_to], 1)
+    np.add.at(marks, [end for _, end in skipped], -1)
+    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    counts = np.cumsum(marks[:-1]) == 0
+    braces = np.cumsum(((chars == _OPEN_BRACE).astype(np.int64) - (chars == _CLOSE_BRACE)) * counts)
+    parens = np.cumsum(((chars == _OPEN_PAREN).astype(np.int64) - (chars == _CLOSE_PAREN)) * counts)
+    parens -= np.minimum(np.minimum.accumulate(parens), 0)  # a stray `)` does not stop cuts
+    at_end = ends - 1
+    # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
+    cut = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.add.at(cut, np.searchsorted(ends, [start for start, _ in skipped], side="right"), 1)
+    np.add.at(cut, np.searchsorted(ends, [end for _, end in skipped], side="left"), -1)
+    open_lines = (np.cumsum(cut[:-1]) > 0) | (parens[at_end] != 0)
+    return [None if no_cut else depth for depth, no_cut in zip(braces[at_end].tolist(), open_lines.tolist())]
 
 
-def _spans(text: str):
-    """(bracket, start, end) of every bracket that counts (see the module docstring), and (None, start,
-    end) of everything skipped (a comment, a literal, a branch that does not count: `#else` to `#endif`)."""
-    # stack of conditionals open in the doc: True while the branch being read counts
-    branches: list[bool] = []
+def _skipped(text: str) -> tuple[list, int]:
+    """What line_depths does not count in `text`: (start, end) of every comment, literal and directive line
+    and of every closed branch that does not count (see the module docstring), and where counting stops
+    (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth)."""
+    skipped: list[tuple[int, int]] = []
+    branches: list[bool] = []   # stack of conditionals open in the text: True while the branch read counts
     skipped_from = -1
-    for match in _TOKENS.finditer("\n" + text):  # offsets in text: one less
-        directive, found = match.group("directive"), match.group()
+    for match in _STRIP.finditer("\n" + text):  # offsets in text: one less
+        directive = match.group("directive")
         if directive is not None:
             counting = all(branches)
             _branch(branches, directive)
             if counting:  # (inside a branch that does not count, only that branch is one span)
-                yield None, match.start(), match.end() - 1  # not its newline: the line before
+                skipped.append((match.start(), match.end() - 1))  # not its newline: the line before
             if counting and not all(branches):
                 skipped_from = match.start()
             elif not counting and all(branches):
-                yield None, skipped_from, match.end() - 1
-        elif not all(branches):
-            continue
-        elif found in _DELTA:
-            yield found, match.start() - 1, match.end() - 1
-        else:
-            yield None, match.start() - 1, match.end() - 1
+                skipped.append((skipped_from, match.end() - 1))
+        elif all(branches):
+            skipped.append((match.start() - 1, match.end() - 1))
+    return skipped, len(text) if all(branches) else skipped_from
 
 
 def _branch(branches: list[bool], directive: str) -> None:
