@@ -436,7 +436,8 @@ class _Builder:
         largest definition tree-sitter found inside it (`definitions`: sorted (start, end, node)), if any.
         Segments keep the blank lines after them: the units' texts are the source's, blank lines included."""
         lines = text.splitlines(keepends=True)
-        starts = [0, *accumulate(len(line.encode("utf-8")) for line in lines)]
+        sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
+        starts = [0, *accumulate(sizes)]
         depths = line_depths(lines)
         blocks: dict[int, int] = {}   # a block's opening line -> its closing line
         joined: dict[int, int] = {}   # the first line of a comment over several lines -> its last
@@ -564,15 +565,18 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     inside_starts = [start for start, _ in inside]
 
     def flush(next_start: int) -> None:
-        if group:
+        if not group:
+            return
+        owner = group[0]
+        if len(group) > 1:  # (most groups are one segment)
             members = set(group)
             whole = any(closers[i] in members for i in members if i in closers)
             prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
             owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
-            k = bisect_right(inside_starts, group_start) - 1
-            end = next_start if k >= 0 and group_end < inside[k][1] else group_end
-            text = data[group_start:end].decode("utf-8")
-            texts[owner] = text if text.endswith("\n") else text + "\n"
+        k = bisect_right(inside_starts, group_start) - 1
+        end = next_start if k >= 0 and group_end < inside[k][1] else group_end
+        text = data[group_start:end].decode("utf-8")
+        texts[owner] = text if text.endswith("\n") else text + "\n"
 
     order = sorted(range(len(spans)), key=spans.__getitem__)
     for i in order:
