@@ -154,7 +154,7 @@ def lines_kept(source: str, docs: list[str]) -> int:
 def _kept(lines: list[str], docs: list[str]) -> int:
     wanted = Counter(lines)
     held = Counter("\n".join(docs).splitlines())  # blank lines too (one C-speed pass): never wanted
-    return sum(min(n, held[line]) for line, n in wanted.items())
+    return sum(map(min, wanted.values(), map(held.__getitem__, wanted)))  # C-speed iteration
 
 
 def lines_in_order(source: str, docs: list[str]) -> int:
