@@ -41,7 +41,8 @@ _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
 _OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
-_OPEN_BRACE, _CLOSE_BRACE, _OPEN_PAREN, _CLOSE_PAREN = map(ord, "{}()")
+_BRACKET_KIND = np.zeros(128, dtype=np.int8)   # by code point (all others: the last, 0): { 1, } 2, ( 3, ) 4
+_BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
 
 
 def line_depths(lines: list[str]) -> list[int | None]:
@@ -49,29 +50,30 @@ def line_depths(lines: list[str]) -> list[int | None]:
     for a line that ends inside a comment, literal, directive or open `(` (no place to cut).
 
     Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
-    the brackets are summed with numpy: the depth after a line is the running sum up to its newline, and
-    an open `(` count that a stray `)` never takes below 0 is the running sum minus its lowest point so far."""
+    the brackets that count are summed with numpy: the depth after a line is the running sum up to its
+    newline, and an open `(` count that a stray `)` never takes below 0 is the running sum minus its
+    lowest point so far."""
     if not lines:
         return []
     text = "".join(lines)
     ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
     skipped, counted_to = _skipped(text)
-    # +1 where a skipped span starts, -1 where it ends: positions with a positive running sum do not count
-    marks = np.zeros(len(text) + 1, dtype=np.int64)
-    np.add.at(marks, [start for start, _ in skipped] + [counted_to], 1)
-    np.add.at(marks, [end for _, end in skipped], -1)
-    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    counts = np.cumsum(marks[:-1]) == 0
-    braces = np.cumsum(((chars == _OPEN_BRACE).astype(np.int64) - (chars == _CLOSE_BRACE)) * counts)
-    parens = np.cumsum(((chars == _OPEN_PAREN).astype(np.int64) - (chars == _CLOSE_PAREN)) * counts)
+    starts, stops = (np.array(sorted(edge), dtype=np.int64) for edge in zip(*skipped or [(0, 0)]))
+    kinds = _BRACKET_KIND[np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
+                                     len(_BRACKET_KIND) - 1)]
+    at = np.flatnonzero(kinds)
+    # a bracket counts when fewer skipped spans start at or before it than end at or before it (spans nest)
+    at = at[(np.searchsorted(starts, at, side="right") == np.searchsorted(stops, at, side="right")) & (at < counted_to)]
+    kinds = kinds[at]
+    braces = np.cumsum((kinds == 1).astype(np.int64) - (kinds == 2))
+    parens = np.cumsum((kinds == 3).astype(np.int64) - (kinds == 4))
     parens -= np.minimum(np.minimum.accumulate(parens), 0)  # a stray `)` does not stop cuts
-    at_end = ends - 1
+    before = np.searchsorted(at, ends - 1, side="right")   # brackets up to each line's end
+    braces, parens = np.concatenate(([0], braces))[before], np.concatenate(([0], parens))[before]
     # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
-    cut = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.add.at(cut, np.searchsorted(ends, [start for start, _ in skipped], side="right"), 1)
-    np.add.at(cut, np.searchsorted(ends, [end for _, end in skipped], side="left"), -1)
-    open_lines = (np.cumsum(cut[:-1]) > 0) | (parens[at_end] != 0)
-    return [None if no_cut else depth for depth, no_cut in zip(braces[at_end].tolist(), open_lines.tolist())]
+    inside = np.searchsorted(starts, ends, side="left") > np.searchsorted(stops, ends, side="right")
+    no_cut = (inside | (parens != 0)).tolist()
+    return [None if no else depth for depth, no in zip(braces.tolist(), no_cut)]
 
 
 def _skipped(text: str) -> tuple[list, int]:
