@@ -39,6 +39,7 @@ _FLAGS = re.VERBOSE | re.DOTALL
 _STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
 _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
+_ONLY_BRACKETS = {c: None for c in range(128) if chr(c) not in "{}()"}   # str.translate: drops other ASCII
 _OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
 _BRACKET_KIND = np.zeros(128, dtype=np.int8)   # by code point (all others: the last, 0): { 1, } 2, ( 3, ) 4
@@ -138,7 +139,9 @@ def _cancels(brackets: str, pair: str) -> bool:
 
 
 def balanced(text: str) -> bool:
-    brackets = _NOT_BRACKETS.sub("", _counted_code(text))  # one pass over the text, the rest over its brackets
+    brackets = _counted_code(text).translate(_ONLY_BRACKETS)  # (C-speed for ASCII)
+    if not brackets.isascii():  # what the table does not know is no bracket either
+        brackets = _NOT_BRACKETS.sub("", brackets)
     return (_cancels(brackets.replace("(", "").replace(")", ""), "{}")
             and _cancels(brackets.replace("{", "").replace("}", ""), "()"))
 
