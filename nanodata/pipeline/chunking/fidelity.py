@@ -59,7 +59,8 @@ def line_depths(lines: list[str]) -> list[int | None]:
     text = "".join(lines)
     ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
     skipped, counted_to = _skipped(text)
-    starts, stops = (np.array(sorted(edge), dtype=np.int64) for edge in zip(*skipped or [(0, 0)]))
+    spans = np.array(skipped, dtype=np.int64).reshape(-1, 2)
+    starts, stops = np.sort(spans[:, 0]), np.sort(spans[:, 1])
     kinds = _BRACKET_KIND[np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
                                      len(_BRACKET_KIND) - 1)]
     at = np.flatnonzero(kinds)
@@ -74,7 +75,7 @@ def line_depths(lines: list[str]) -> list[int | None]:
     # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
     inside = np.searchsorted(starts, ends, side="left") > np.searchsorted(stops, ends, side="right")
     no_cut = (inside | (parens != 0)).tolist()
-    return [None if no else depth for depth, no in zip(braces.tolist(), no_cut)]
+    return [None if no else depth for depth, no in zip(braces.tolist(), no_cut, strict=True)]
 
 
 def _skipped(text: str) -> tuple[list, int]:
