@@ -40,7 +40,7 @@ _STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the
 _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
 _ONLY_BRACKETS = {c: None for c in range(128) if chr(c) not in "{}()"}   # str.translate: drops other ASCII
-_OPEN_IF = ("if", "ifdef", "ifndef")
+OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
 _BRACKET_KIND = np.zeros(128, dtype=np.int8)   # by code point (all others: the last, 0): { 1, } 2, ( 3, ) 4
 _BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
@@ -48,17 +48,22 @@ _BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
 
 def line_depths(lines: list[str]) -> list[int | None]:
     """`{}` depth after each of `lines` (joined, they make one text), counted as `balanced` counts; None
-    for a line that ends inside a comment, literal, directive or open `(` (no place to cut).
+    for a line that ends inside a comment, literal, directive or open `(` (no place to cut)."""
+    return line_structure(lines)[0]
+
+
+def line_structure(lines: list[str]) -> tuple[list[int | None], list[tuple[int, str]]]:
+    """line_depths, and (line, name) of every directive of `lines` (`if`, `else`, `endif`...), in order.
 
     Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
     the brackets that count are summed with numpy: the depth after a line is the running sum up to its
     newline, and an open `(` count that a stray `)` never takes below 0 is the running sum minus its
     lowest point so far."""
     if not lines:
-        return []
+        return [], []
     text = "".join(lines)
     ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
-    skipped, counted_to = _skipped(text)
+    skipped, counted_to, directives = _skipped(text)
     spans = np.array(skipped, dtype=np.int64).reshape(-1, 2)
     starts, stops = np.sort(spans[:, 0]), np.sort(spans[:, 1])
     kinds = _BRACKET_KIND[np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
@@ -75,19 +80,24 @@ def line_depths(lines: list[str]) -> list[int | None]:
     # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
     inside = np.searchsorted(starts, ends, side="left") > np.searchsorted(stops, ends, side="right")
     no_cut = (inside | (parens != 0)).tolist()
-    return [None if no else depth for depth, no in zip(braces.tolist(), no_cut, strict=True)]
+    depths = [None if no else depth for depth, no in zip(braces.tolist(), no_cut, strict=True)]
+    lines_of = np.searchsorted(ends, [start for start, _ in directives], side="right").tolist()
+    return depths, list(zip(lines_of, (name for _, name in directives), strict=True))
 
 
-def _skipped(text: str) -> tuple[list, int]:
+def _skipped(text: str) -> tuple[list, int, list]:
     """What line_depths does not count in `text`: (start, end) of every comment, literal and directive line
     and of every closed branch that does not count (see the module docstring), and where counting stops
-    (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth)."""
+    (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth);
+    and (where its line starts, name) of every directive."""
     skipped: list[tuple[int, int]] = []
+    directives: list[tuple[int, str]] = []
     branches: list[bool] = []   # stack of conditionals open in the text: True while the branch read counts
     skipped_from = -1
     for match in _STRIP.finditer("\n" + text):  # offsets in text: one less
         directive = match.group("directive")
         if directive is not None:
+            directives.append((match.start(), directive))
             counting = all(branches)
             _branch(branches, directive)
             if counting:  # (inside a branch that does not count, only that branch is one span)
@@ -98,12 +108,12 @@ def _skipped(text: str) -> tuple[list, int]:
                 skipped.append((skipped_from, match.end() - 1))
         elif all(branches):
             skipped.append((match.start() - 1, match.end() - 1))
-    return skipped, len(text) if all(branches) else skipped_from
+    return skipped, len(text) if all(branches) else skipped_from, directives
 
 
 def _branch(branches: list[bool], directive: str) -> None:
     """Follow one directive on the stack of open conditionals (True while the branch read counts)."""
-    if directive in _OPEN_IF:
+    if directive in OPEN_IF:
         branches.append(all(branches))
     elif directive in _BRANCH:
         if branches:
