@@ -22,6 +22,8 @@ import re
 from collections import Counter
 from itertools import accumulate
 
+import numpy as np
+
 # What never counts, first match wins, left to right: comments and literals (a u8/u/U/L prefix is just
 # letters before them), and directive lines, matched with the newline before them (the lexers put one
 # before the text). Every alternative starts with a literal character, so the regex engine skips
@@ -34,64 +36,84 @@ _SKIP = r"""//[^\n]*                                          # line comment
 """
 _DIRECTIVE = r"(?P<line>[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # continuations included
 _FLAGS = re.VERBOSE | re.DOTALL
-_TOKENS = re.compile(rf"{_SKIP} | \n{_DIRECTIVE} | \{{ | \}} | \( | \)", _FLAGS)  # line_depths walks these
-_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced drops skips, keeps directive lines
-_DIRECTIVES = re.compile(rf"\n{_DIRECTIVE}", _FLAGS)
-_NOT_BRACES, _NOT_PARENS = re.compile(r"[^{}]+"), re.compile(r"[^()]+")
-_OPEN_IF = ("if", "ifdef", "ifndef")
+_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
+_DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
+_NOT_BRACKETS = re.compile(r"[^{}()]+")
+_ONLY_BRACKETS = {c: None for c in range(128) if chr(c) not in "{}()"}   # str.translate: drops other ASCII
+OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
-_DELTA = {"{": (1, 0), "}": (-1, 0), "(": (0, 1), ")": (0, -1)}
+_BRACKET_KIND = np.zeros(128, dtype=np.int8)   # by code point (all others: the last, 0): { 1, } 2, ( 3, ) 4
+_BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
 
 
 def line_depths(lines: list[str]) -> list[int | None]:
     """`{}` depth after each of `lines` (joined, they make one text), counted as `balanced` counts; None
     for a line that ends inside a comment, literal, directive or open `(` (no place to cut)."""
-    ends = list(accumulate(len(line) for line in lines))
-    depths: list = [0] * len(ends)
-    braces = parens = line = 0
-    for kind, start, end in _spans("".join(lines)):
-        while ends[line] <= start:
-            depths[line] = braces if parens == 0 else None
-            line += 1
-        while kind is None and ends[line] < end:  # a comment or literal over several lines
-            depths[line] = None
-            line += 1
-        if kind is not None:
-            d_braces, d_parens = _DELTA[kind]
-            braces, parens = braces + d_braces, max(parens + d_parens, 0)  # a stray `)` does not stop cuts
-    for rest in range(line, len(ends)):
-        depths[rest] = braces if parens == 0 else None
-    return depths
+    return line_structure(lines)[0]
 
 
-def _spans(text: str):
-    """(bracket, start, end) of every bracket that counts (see the module docstring), and (None, start,
-    end) of everything skipped (a comment, a literal, a branch that does not count: `#else` to `#endif`)."""
-    # stack of conditionals open in the doc: True while the branch being read counts
-    branches: list[bool] = []
+def line_structure(lines: list[str]) -> tuple[list[int | None], list[tuple[int, str]]]:
+    """line_depths, and (line, name) of every directive of `lines` (`if`, `else`, `endif`...), in order.
+
+    Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
+    the brackets that count are summed with numpy: the depth after a line is the running sum up to its
+    newline, and an open `(` count that a stray `)` never takes below 0 is the running sum minus its
+    lowest point so far."""
+    if not lines:
+        return [], []
+    text = "".join(lines)
+    ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
+    skipped, counted_to, directives = _skipped(text)
+    spans = np.array(skipped, dtype=np.int64).reshape(-1, 2)
+    starts, stops = np.sort(spans[:, 0]), np.sort(spans[:, 1])
+    kinds = _BRACKET_KIND[np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
+                                     len(_BRACKET_KIND) - 1)]
+    at = np.flatnonzero(kinds)
+    # a bracket counts when fewer skipped spans start at or before it than end at or before it (spans nest)
+    at = at[(np.searchsorted(starts, at, side="right") == np.searchsorted(stops, at, side="right")) & (at < counted_to)]
+    kinds = kinds[at]
+    braces = np.cumsum((kinds == 1).astype(np.int64) - (kinds == 2))
+    parens = np.cumsum((kinds == 3).astype(np.int64) - (kinds == 4))
+    parens -= np.minimum(np.minimum.accumulate(parens), 0)  # a stray `)` does not stop cuts
+    before = np.searchsorted(at, ends - 1, side="right")   # brackets up to each line's end
+    braces, parens = np.concatenate(([0], braces))[before], np.concatenate(([0], parens))[before]
+    # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
+    inside = np.searchsorted(starts, ends, side="left") > np.searchsorted(stops, ends, side="right")
+    no_cut = (inside | (parens != 0)).tolist()
+    depths = [None if no else depth for depth, no in zip(braces.tolist(), no_cut, strict=True)]
+    lines_of = np.searchsorted(ends, [start for start, _ in directives], side="right").tolist()
+    return depths, list(zip(lines_of, (name for _, name in directives), strict=True))
+
+
+def _skipped(text: str) -> tuple[list, int, list]:
+    """What line_depths does not count in `text`: (start, end) of every comment, literal and directive line
+    and of every closed branch that does not count (see the module docstring), and where counting stops
+    (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth);
+    and (where its line starts, name) of every directive."""
+    skipped: list[tuple[int, int]] = []
+    directives: list[tuple[int, str]] = []
+    branches: list[bool] = []   # stack of conditionals open in the text: True while the branch read counts
     skipped_from = -1
-    for match in _TOKENS.finditer("\n" + text):  # offsets in text: one less
-        directive, found = match.group("directive"), match.group()
+    for match in _STRIP.finditer("\n" + text):  # offsets in text: one less
+        directive = match.group("directive")
         if directive is not None:
+            directives.append((match.start(), directive))
             counting = all(branches)
             _branch(branches, directive)
             if counting:  # (inside a branch that does not count, only that branch is one span)
-                yield None, match.start(), match.end() - 1  # not its newline: the line before
+                skipped.append((match.start(), match.end() - 1))  # not its newline: the line before
             if counting and not all(branches):
                 skipped_from = match.start()
             elif not counting and all(branches):
-                yield None, skipped_from, match.end() - 1
-        elif not all(branches):
-            continue
-        elif found in _DELTA:
-            yield found, match.start() - 1, match.end() - 1
-        else:
-            yield None, match.start() - 1, match.end() - 1
+                skipped.append((skipped_from, match.end() - 1))
+        elif all(branches):
+            skipped.append((match.start() - 1, match.end() - 1))
+    return skipped, len(text) if all(branches) else skipped_from, directives
 
 
 def _branch(branches: list[bool], directive: str) -> None:
     """Follow one directive on the stack of open conditionals (True while the branch read counts)."""
-    if directive in _OPEN_IF:
+    if directive in OPEN_IF:
         branches.append(all(branches))
     elif directive in _BRANCH:
         if branches:
@@ -103,16 +125,20 @@ def _branch(branches: list[bool], directive: str) -> None:
 
 
 def _counted_code(text: str) -> str:
-    """The code of `text` whose brackets count: no comments, literals, directives or later branches."""
-    code = _STRIP.sub("\n\\g<line>", "\n" + text)  # a skip leaves a newline: no bracket there
-    if "#" not in code:
-        return code
-    pieces = _DIRECTIVES.split(code)   # code, directive line, directive name, code, ...
-    kept, branches = [pieces[0]], []
-    for i in range(1, len(pieces), 3):
-        _branch(branches, pieces[i + 1])
-        if all(branches):
-            kept.append(pieces[i + 2])
+    """The code of `text` whose brackets count: no comments, literals, directives or later branches.
+    One C-speed split does the lexing (no per-match replacement, which Python 3.11 expands in Python);
+    only the directives are then read one by one, to follow their branches."""
+    parts = _STRIP.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
+    step = _STRIP.groups + 1
+    codes, names = parts[::step], parts[_DIRECTIVE_GROUP::step]   # names: None for a comment or literal
+    marks = [i for i, name in enumerate(names) if name]   # a bare `#` changes no branch
+    if not marks:
+        return "".join(codes)
+    kept, branches = codes[:marks[0] + 1], []
+    for k, i in enumerate(marks):
+        _branch(branches, names[i])
+        if all(branches):  # the code up to the next directive counts
+            kept.extend(codes[i + 1:marks[k + 1] + 1 if k + 1 < len(marks) else len(codes)])
     return "".join(kept)
 
 
@@ -124,32 +150,33 @@ def _cancels(brackets: str, pair: str) -> bool:
 
 
 def balanced(text: str) -> bool:
-    code = _counted_code(text)
-    return _cancels(_NOT_BRACES.sub("", code), "{}") and _cancels(_NOT_PARENS.sub("", code), "()")
+    brackets = _counted_code(text).translate(_ONLY_BRACKETS)  # (C-speed for ASCII)
+    if not brackets.isascii():  # what the table does not know is no bracket either
+        brackets = _NOT_BRACKETS.sub("", brackets)
+    return (_cancels(brackets.replace("(", "").replace(")", ""), "{}")
+            and _cancels(brackets.replace("{", "").replace("}", ""), "()"))
 
 
 def source_lines(text: str) -> list[str]:
     """The non-blank lines of a text, without their line ends."""
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def doc_lines(docs: list[str]) -> list[str]:
-    """The non-blank lines of docs read in order, where a doc that does not end its last line (a piece of a line
-    longer than the budget, pack._cut_line) continues that line into the next doc: the cut line counts whole."""
-    lines, carried = [], ""
-    for doc in docs:
-        text = carried + doc
-        body, ended = text.splitlines(), text.splitlines(keepends=True)
-        carried = body.pop() if ended and ended[-1] == body[-1] else ""  # the last line has no line end
-        lines.extend(line for line in body if line.strip())
-    return lines + ([carried] if carried.strip() else [])
+    return list(filter(str.strip, text.splitlines()))
 
 
 def lines_kept(source: str, docs: list[str]) -> int:
     """How many of the source's non-blank lines the docs hold (multiplicity counted, see above)."""
-    wanted = Counter(source_lines(source))
-    held = Counter(doc_lines(docs))
-    return sum(min(n, held[line]) for line, n in wanted.items())
+    return _kept(source_lines(source), docs)
+
+
+def _kept(lines: list[str], docs: list[str]) -> int:
+    wanted = Counter(lines)
+    held = Counter(doc_lines(docs))  # blank lines too (one C-speed pass): never wanted
+    return sum(map(min, wanted.values(), map(held.__getitem__, wanted)))  # C-speed iteration
+
+
+def doc_lines(docs: list[str]) -> list[str]:
+    """The lines of docs read in order. Every doc ends its last line, except a piece of a line longer than the
+    budget (pack._cut_line): joined as they are, its pieces make the line again, so a cut line counts whole."""
+    return "".join(docs).splitlines()
 
 
 def lines_in_order(source: str, docs: list[str]) -> int:
@@ -173,9 +200,9 @@ FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
     balance, and what had to be cut by lines (`cuts`: the counts named in CUTS)."""
-    lines = len(source_lines(source))
-    kept = lines if docs == [source] else lines_kept(source, docs)  # a whole-file doc keeps every line
-    return {"lines": lines, "lines_kept": kept, "docs": len(docs),
+    lines = source_lines(source)
+    kept = len(lines) if docs == [source] else _kept(lines, docs)  # a whole-file doc keeps every line
+    return {"lines": len(lines), "lines_kept": kept, "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}}
 
 

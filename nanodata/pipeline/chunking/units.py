@@ -23,7 +23,8 @@ Parse errors. tree-sitter recovers from what it cannot parse (macros it cannot s
 break the structure: a namespace closed at a function's `}`, a `}` left loose. When the tree's units and
 scopes do not balance (`_consistent`), the file is laid out from its brace structure instead
 (`_Builder.brace_units`, counted in `parse_error_regions`): lines and blocks, cut between lines at a
-block's own depth, never inside a comment, literal, directive, open `(` or an `#else` branch.
+block's own depth, never inside a comment, literal, directive, open `(` or an `#else` branch; an `#if` ...
+`#endif` block that nests with the braces is a block too (a piece of it re-opens its `#if` line).
 
 Every segment's text is an exact span of the source made of whole lines: a node is widened to
 the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
@@ -46,7 +47,7 @@ import numpy as np
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
 
-from nanodata.pipeline.chunking.fidelity import balanced, line_depths
+from nanodata.pipeline.chunking.fidelity import OPEN_IF, balanced, line_structure
 
 LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
@@ -73,7 +74,8 @@ MAX_PREAMBLE_ITEM_BYTES = 512
 REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type "
                              "(qualified_identifier scope: (namespace_identifier) @type)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$')  # brace fallback: a scope, not a Part
+# brace fallback: a scope, not a Part (a namespace, extern "C", an #if block whose opener is its #if line alone)
+WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$|[ \t]*\#[ \t]*if\w*\b[^\n]*\n\s*$')
 
 _parser: Parser | None = None
 
@@ -433,13 +435,15 @@ class _Builder:
         before it) and the line that closes it its closer, so such blocks are still cut between whole
         lines with their opening and closing lines; every other line (a comment or literal over several
         lines: those lines; a small block) is a member, runs of them up to split_bytes/8 bytes together.
-        A large `namespace`/`extern "C"` block is a scope, its members units; a unit is named after the
+        `#if` ... `#endif` blocks that nest with the braces are blocks as well (_conditional_blocks).
+        A large `namespace`/`extern "C"`/`#if` block is a scope, its members units; a unit is named after the
         largest definition tree-sitter found inside it (`definitions`: sorted (start, end, node)), if any.
         Segments keep the blank lines after them: the units' texts are the source's, blank lines included."""
         lines = text.splitlines(keepends=True)
-        starts = [0, *accumulate(len(line.encode("utf-8")) for line in lines)]
-        depths = line_depths(lines)
-        blocks: dict[int, int] = {}   # a block's opening line -> its closing line
+        sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
+        starts = [0, *accumulate(sizes)]
+        depths, directives = line_structure(lines)
+        blocks: dict[int, int] = {}   # a block's opening line -> its closing line (`{`...`}`, `#if`...`#endif`)
         joined: dict[int, int] = {}   # the first line of a comment over several lines -> its last
         open_lines: list[tuple[int, int]] = []   # (line, depth before it) of the blocks open
         depth, run = 0, -1
@@ -454,6 +458,7 @@ class _Builder:
             if after > depth:
                 open_lines.append((i, depth))
             depth = after
+        blocks.update(_conditional_blocks(depths, directives))
 
         small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
         # heads[i]: the first line from i on that opens a block or ends a statement, comments and open parens
@@ -544,6 +549,23 @@ class _Builder:
                 self.closers.setdefault(key, -1)
 
 
+def _conditional_blocks(depths: list, directives: list) -> dict[int, int]:
+    """Brace fallback: `#if` line -> its `#endif` line, for the conditionals that nest with the braces (the
+    first branch closes what it opens: cut at that depth only, a piece never starts inside a branch without
+    its `#if`, the Part's opener); those that do not (`#if` ... `void f() {` `#else` ... `#endif`) are lines."""
+    found, open_ifs = {}, []
+    for line, name in directives:
+        if name in OPEN_IF:
+            open_ifs.append(line)
+        elif name == "endif" and open_ifs:
+            first = open_ifs.pop()
+            before = depths[first - 1] if first else 0
+            inside = [d for d in depths[first:line + 1] if d is not None]
+            if before is not None and depths[first] is not None and depths[line] == before and min(inside) >= before:
+                found[first] = line
+    return found
+
+
 def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int],
                 inside: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
     """Each segment's text: the whole lines its node touches, exactly as in the source; and the
@@ -565,15 +587,18 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     inside_starts = [start for start, _ in inside]
 
     def flush(next_start: int) -> None:
-        if group:
+        if not group:
+            return
+        owner = group[0]
+        if len(group) > 1:  # (most groups are one segment)
             members = set(group)
             whole = any(closers[i] in members for i in members if i in closers)
             prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
             owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
-            k = bisect_right(inside_starts, group_start) - 1
-            end = next_start if k >= 0 and group_end < inside[k][1] else group_end
-            text = data[group_start:end].decode("utf-8")
-            texts[owner] = text if text.endswith("\n") else text + "\n"
+        k = bisect_right(inside_starts, group_start) - 1
+        end = next_start if k >= 0 and group_end < inside[k][1] else group_end
+        text = data[group_start:end].decode("utf-8")
+        texts[owner] = text if text.endswith("\n") else text + "\n"
 
     order = sorted(range(len(spans)), key=spans.__getitem__)
     # the lines each span touches, looked up among the file's newlines at once (a search from each span would

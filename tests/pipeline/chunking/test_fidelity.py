@@ -166,3 +166,50 @@ def test_a_line_cut_across_docs_counts_as_kept():
     docs = ["int a;\r\nint table[] = {1, ", "2, 3, ", "4};\r\nint b;\n"]
     assert lines_kept(source, docs) == lines_in_order(source, docs) == 3
     assert lines_kept(source, docs[:2]) == 1
+
+
+# a namespace closed in both branches of an #if: its structure breaks tree-sitter's tree, so the file is laid
+# out from its braces (parse-error fallback)
+FALLBACK_WITH_CONDITIONALS = """#ifndef PLATFORM_H
+#define PLATFORM_H
+
+namespace platform {
+
+#if defined(USE_FAST_PATH)
+""" + "".join(f"int fast_{i}(int x) {{\n  return x * {i} + lookup_{i}(x);\n}}\n\n" for i in range(40)) + """#else
+int slow(int x) {
+  return x;
+}
+#endif
+
+#if defined(CLOSE_EARLY)
+}  // namespace platform (early)
+#else
+}  // namespace platform
+#endif
+
+#endif  // PLATFORM_H
+"""
+
+
+def test_brace_fallback_docs_reopen_their_conditional():
+    """A doc of a file laid out from its braces never starts inside an `#if` branch without its `#if` line
+    (an `#else` or `#endif` with no `#if` before it in the doc): the `#if` ... `#endif` block is a scope."""
+    counter = counter_for("cl100k_base")
+    text = FALLBACK_WITH_CONDITIONALS
+    for mode in ("basic", "dep-aware"):  # (local modes: an Index of one file)
+        fu = parse_units(text, counter.count_batch, with_references=mode != "basic", split_bytes=256)
+        assert fu.parse_error_regions == 1
+        texts = [d.text for d in Chunker(mode, 256, counter, Index({0: fu})).docs(0, "f.cpp")]
+        assert len(texts) > 3 and lines_kept(text, texts) == len(source_lines(text))
+        for doc in texts:
+            assert balanced(doc)
+            opened = 0
+            for line in source_lines(doc):
+                directive = line.split()[0]
+                if directive in ("#if", "#ifdef", "#ifndef"):
+                    opened += 1
+                elif directive in ("#else", "#endif"):
+                    assert opened, doc
+                    opened -= directive == "#endif"
+            assert opened == 0 and ("fast_" not in doc or "#if defined(USE_FAST_PATH)\n" in doc)
