@@ -105,8 +105,13 @@ def main() -> None:
         tmp = Path(tmp)
         ref_checkout = tmp / "ref"
         ref_checkout.mkdir()
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", f"{args.reference}^{{commit}}"],
-                                capture_output=True, text=True, check=True).stdout.strip()
+        found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", f"{args.reference}^{{commit}}"],
+                               capture_output=True, text=True)
+        if found.returncode:  # a shallow clone or a tarball has no history to compare with
+            print(f"chunk_fidelity: skipped: --reference {args.reference} is not a commit of {REPO} (a shallow "
+                  f"clone? `git fetch --unshallow`, or name another revision)")
+            return
+        commit = found.stdout.strip()
         archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "nanodata"], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(ref_checkout)], input=archive, check=True)
