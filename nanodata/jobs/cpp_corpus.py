@@ -332,12 +332,18 @@ def task_times(stage: str) -> list[dict]:
     return rows
 
 
-def partition_stats(stage: str) -> list[dict]:
-    """Per partition, what its chunk task counted (for the report)."""
+def partition_summaries(stage: str) -> tuple[dict, list[dict]]:
+    """The plan and every partition's chunk summary (read at once; {} for one not written), which the report's
+    partition, fidelity and too-big sections all read."""
     plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
     summaries = read_jsons(join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"]))
-    return [{k: (s or {}).get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed",
-                                           "docs", "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
+    return plan_, [s or {} for s in summaries]
+
+
+def partition_stats(summaries: list[dict]) -> list[dict]:
+    """Per partition, what its chunk task counted (for the report)."""
+    return [{k: s.get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs",
+                                   "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
 
 
 def ambiguity(stage: str) -> dict | None:
@@ -347,14 +353,13 @@ def ambiguity(stage: str) -> dict | None:
     return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
 
 
-def fidelity_stats(stage: str) -> dict | None:
+def fidelity_stats(summaries: list[dict]) -> dict | None:
     """The chunk tasks' fidelity figures (lines kept, balanced docs, cuts) summed per project, or None."""
     from nanodata.pipeline.chunking.fidelity import add_stats, summarize
 
-    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
     by_project: dict = {}
-    for summary in read_jsons(join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"])):
-        for project, stats in (summary or {}).get("fidelity", {}).items():
+    for summary in summaries:
+        for project, stats in summary.get("fidelity", {}).items():
             add_stats(by_project, project, stats)
     return summarize(by_project) if by_project else None
 
@@ -363,21 +368,19 @@ def report_extras(stage: str) -> dict:
     """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
     shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
     bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project."""
-    return {"shards": tail.file_stats(stage), "partitions": partition_stats(stage), "tasks": task_times(stage),
-            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(stage),
-            "too_big": too_big_files(stage)}
+    plan_, summaries = partition_summaries(stage)
+    return {"shards": tail.file_stats(stage), "partitions": partition_stats(summaries), "tasks": task_times(stage),
+            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
+            "too_big": too_big_files(plan_, summaries)}
 
 
-def too_big_files(stage: str) -> dict | None:
+def too_big_files(plan_: dict, summaries: list[dict]) -> dict | None:
     """The files the build skipped for its max_file_bytes, from the partitions' summaries, as the report shows
     them ({"max_file_bytes", "files", "listed": the first TOO_BIG_KEPT}); None when the build set no limit."""
     from nanodata.pipeline.chunking.pipeline import TOO_BIG_KEPT
 
-    plan_ = read_json(join(stage, PLAN)) or {}
     limit = plan_.get("params", {}).get("max_file_bytes")
     if limit is None:
         return None
-    summaries = [s or {} for s in read_jsons(join(stage, "docs", _partition_name(p) + ".json")
-                                             for p in range(plan_["partitions"]))]
     listed = [entry for s in summaries for entry in s.get("too_big", [])][:TOO_BIG_KEPT]
     return {"max_file_bytes": limit, "files": sum(s.get("files_too_big", 0) for s in summaries), "listed": listed}

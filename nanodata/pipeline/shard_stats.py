@@ -26,9 +26,8 @@ NOT_RECORDED = "(not recorded)"  # docs without the chunker's metadata column (o
 GROUPS = (("mode", "mode"), ("kind", "kind"), ("project", "source"))  # (group, the column it comes from)
 
 
-def _stored_lengths(path: Path) -> np.ndarray | None:
+def _stored_lengths(pf, path: Path) -> np.ndarray | None:
     """The shard's n_tokens column; None without one, or when it has nulls (docs the chunker did not count)."""
-    pf = open_parquet(path)
     if "n_tokens" not in pf.schema_arrow.names:
         return None
     col = pf.read(columns=["n_tokens"]).column("n_tokens")
@@ -37,16 +36,14 @@ def _stored_lengths(path: Path) -> np.ndarray | None:
     return None if col.null_count else col.to_numpy().astype(np.int64)
 
 
-def _counted_lengths(path: Path, encoding) -> np.ndarray:
-    pf = open_parquet(path)
+def _counted_lengths(pf, path: Path, encoding) -> np.ndarray:
     return np.array([len(ids) for rg in range(pf.num_row_groups)
                      for ids in encoding.encode_ordinary_batch(read_texts(pf, path, rg))], dtype=np.int64)
 
 
-def _shard_groups(path: Path, lengths: np.ndarray) -> dict[str, dict]:
+def _shard_groups(pf, lengths: np.ndarray) -> dict[str, dict]:
     """{"mode" | "kind" | "project": {value: docs}, plus "<group>_tokens": {value: tokens}} of one shard. A doc's
     project is its `source` up to the first '/' or ':' ('repo/path', 'input.jsonl:LINE')."""
-    pf = open_parquet(path)
     present = [column for _, column in GROUPS if column in pf.schema_arrow.names]
     table = pf.read(columns=present)
     out = {}
@@ -69,11 +66,12 @@ def _shard_groups(path: Path, lengths: np.ndarray) -> dict[str, dict]:
 def shard_stats(path: Path, split: str, encoding=None) -> dict | None:
     """The statistics of one shard ("train" or "val"). Token counts: its n_tokens column (None when it has no
     complete one), or, with `encoding`, every text tokenized."""
-    lengths = _stored_lengths(path) if encoding is None else _counted_lengths(path, encoding)
+    pf = open_parquet(path)  # once: its footer serves every column read below
+    lengths = _stored_lengths(pf, path) if encoding is None else _counted_lengths(pf, path, encoding)
     if lengths is None:
         return None
     return {"name": path.name, "split": split, "rows": int(lengths.size), "bytes": path.stat().st_size,
-            "tokens": int(lengths.sum()), "counted": encoding is not None, "groups": _shard_groups(path, lengths),
+            "tokens": int(lengths.sum()), "counted": encoding is not None, "groups": _shard_groups(pf, lengths),
             "lengths": base64.b64encode(lengths.astype("<u4").tobytes()).decode("ascii")}
 
 
