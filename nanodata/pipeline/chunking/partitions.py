@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import tempfile
+from bisect import bisect_right
 from pathlib import Path
 
 from nanodata import storage
@@ -186,7 +187,7 @@ class _ZstdFrames:
 def _zstd_seek(frames: _ZstdFrames, offset: int, limit: int) -> dict | None:
     """Where to read from the decompressed `offset`: the start of its frame, when that is at most `limit` bytes
     before it (each task decompresses at most twice its own bytes); else None (a part file: a one-frame input)."""
-    compressed, decompressed = next(f for f in reversed(frames.frames) if f[1] <= offset)
+    compressed, decompressed = frames.frames[bisect_right(frames.frames, offset, key=lambda f: f[1]) - 1]
     return {"zstd_frame": [compressed, decompressed]} if offset - decompressed <= limit else None
 
 
