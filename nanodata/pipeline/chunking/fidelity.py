@@ -20,23 +20,26 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from itertools import accumulate
 
 import numpy as np
 
 # What never counts, first match wins, left to right: comments and literals (a u8/u/U/L prefix is just
-# letters before them), and directive lines, matched with the newline before them (the lexers put one
-# before the text). Every alternative starts with a literal character, so the regex engine skips
-# ahead to those characters instead of trying each alternative at every position.
+# letters before them), and directive lines. Every alternative starts with a literal character, so the regex
+# engine skips ahead to those characters instead of trying each alternative at every position.
 _SKIP = r"""//[^\n]*                                          # line comment
       | /\*(?:.*?\*/|.*)                                  # block comment (to the end if unclosed)
       | R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
       | "(?:\\.|[^"\\\n])*"                               # string
       | '(?:\\.|[^'\\\n])+'                               # char literal
 """
-_DIRECTIVE = r"(?P<line>[ \t]*\#[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # continuations included
+_DIRECTIVE = r"\#(?P<line>[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # from its `#`, continuations included
 _FLAGS = re.VERBOSE | re.DOTALL
-_STRIP = re.compile(rf"{_SKIP} | \n{_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
+# A directive is a line whose first character other than a space or tab is `#` (_BY_LINE: matched with the
+# newline before it; the lexers put one before the text). _STRIP matches it from its `#` instead, which the
+# engine finds faster than every newline, and the lexers check that only blanks precede that `#` on its line;
+# a text where something else does (a `#` in code: not C++) is lexed again with _BY_LINE, the rule as written.
+_STRIP = re.compile(rf"{_SKIP} | {_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
+_BY_LINE = re.compile(rf"{_SKIP} | \n[ \t]*{_DIRECTIVE}", _FLAGS)
 _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
 _ONLY_BRACKETS = {c: None for c in range(128) if chr(c) not in "{}()"}   # str.translate: drops other ASCII
@@ -53,21 +56,31 @@ def line_depths(lines: list[str]) -> list[int | None]:
 
 
 def line_structure(lines: list[str]) -> tuple[list[int | None], list[tuple[int, str]]]:
-    """line_depths, and (line, name) of every directive of `lines` (`if`, `else`, `endif`...), in order.
+    """line_depths, and (line, name) of every directive of `lines` (`if`, `else`, `endif`...), in order."""
+    depths, cuttable, directives = line_arrays(lines)
+    depths = depths.astype(object)
+    depths[~cuttable] = None
+    return depths.tolist(), directives
+
+
+def line_arrays(lines: list[str]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
+    """line_structure as arrays: the `{}` depth after each line, whether a line ends where a cut may go (not
+    inside a comment, literal, directive or open `(`: its depth is then None in line_depths), the directives.
 
     Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
     the brackets that count are summed with numpy: the depth after a line is the running sum up to its
     newline, and an open `(` count that a stray `)` never takes below 0 is the running sum minus its
     lowest point so far."""
     if not lines:
-        return [], []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), []
     text = "".join(lines)
-    ends = np.fromiter(accumulate(map(len, lines)), dtype=np.int64, count=len(lines))
+    ends = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)))
     skipped, counted_to, directives = _skipped(text)
     spans = np.array(skipped, dtype=np.int64).reshape(-1, 2)
     starts, stops = np.sort(spans[:, 0]), np.sort(spans[:, 1])
-    kinds = _BRACKET_KIND[np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
-                                     len(_BRACKET_KIND) - 1)]
+    codes = (np.frombuffer(text.encode("ascii"), dtype=np.uint8) if text.isascii() else  # (one byte a character)
+             np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32), len(_BRACKET_KIND) - 1))
+    kinds = _BRACKET_KIND[codes]
     at = np.flatnonzero(kinds)
     # a bracket counts when fewer skipped spans start at or before it than end at or before it (spans nest)
     at = at[(np.searchsorted(starts, at, side="right") == np.searchsorted(stops, at, side="right")) & (at < counted_to)]
@@ -79,13 +92,11 @@ def line_structure(lines: list[str]) -> tuple[list[int | None], list[tuple[int, 
     braces, parens = np.concatenate(([0], braces))[before], np.concatenate(([0], parens))[before]
     # a line whose end lies strictly inside a skipped span (a comment over several lines, a closed branch)
     inside = np.searchsorted(starts, ends, side="left") > np.searchsorted(stops, ends, side="right")
-    no_cut = (inside | (parens != 0)).tolist()
-    depths = [None if no else depth for depth, no in zip(braces.tolist(), no_cut, strict=True)]
     lines_of = np.searchsorted(ends, [start for start, _ in directives], side="right").tolist()
-    return depths, list(zip(lines_of, (name for _, name in directives), strict=True))
+    return braces, ~(inside | (parens != 0)), list(zip(lines_of, (name for _, name in directives), strict=True))
 
 
-def _skipped(text: str) -> tuple[list, int, list]:
+def _skipped(text: str, pattern: re.Pattern = _STRIP) -> tuple[list, int, list]:
     """What line_depths does not count in `text`: (start, end) of every comment, literal and directive line
     and of every closed branch that does not count (see the module docstring), and where counting stops
     (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth);
@@ -94,21 +105,25 @@ def _skipped(text: str) -> tuple[list, int, list]:
     directives: list[tuple[int, str]] = []
     branches: list[bool] = []   # stack of conditionals open in the text: True while the branch read counts
     skipped_from = -1
-    for match in _STRIP.finditer("\n" + text):  # offsets in text: one less
+    text = "\n" + text  # offsets in the text given: one less
+    for match in pattern.finditer(text):
         directive = match.group("directive")
         if directive is not None:
-            directives.append((match.start(), directive))
+            start = match.start() if pattern is _BY_LINE else text.rfind("\n", 0, match.start())  # its line's
+            if text[start + 1:match.start()].strip(" \t"):
+                return _skipped(text[1:], _BY_LINE)
+            directives.append((start, directive))
             counting = all(branches)
             _branch(branches, directive)
             if counting:  # (inside a branch that does not count, only that branch is one span)
-                skipped.append((match.start(), match.end() - 1))  # not its newline: the line before
+                skipped.append((start, match.end() - 1))  # not its newline: the line before
             if counting and not all(branches):
-                skipped_from = match.start()
+                skipped_from = start
             elif not counting and all(branches):
                 skipped.append((skipped_from, match.end() - 1))
         elif all(branches):
             skipped.append((match.start() - 1, match.end() - 1))
-    return skipped, len(text) if all(branches) else skipped_from, directives
+    return skipped, len(text) - 1 if all(branches) else skipped_from, directives
 
 
 def _branch(branches: list[bool], directive: str) -> None:
@@ -124,14 +139,17 @@ def _branch(branches: list[bool], directive: str) -> None:
         branches.pop()
 
 
-def _counted_code(text: str) -> str:
+def _counted_code(text: str, pattern: re.Pattern = _STRIP) -> str:
     """The code of `text` whose brackets count: no comments, literals, directives or later branches.
     One C-speed split does the lexing (no per-match replacement, which Python 3.11 expands in Python);
     only the directives are then read one by one, to follow their branches."""
-    parts = _STRIP.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
-    step = _STRIP.groups + 1
+    parts = pattern.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
+    step = pattern.groups + 1
     codes, names = parts[::step], parts[_DIRECTIVE_GROUP::step]   # names: None for a comment or literal
-    marks = [i for i, name in enumerate(names) if name]   # a bare `#` changes no branch
+    found = [i for i, name in enumerate(names) if name is not None]
+    if pattern is _STRIP and not all(codes[i].rstrip(" \t").endswith("\n") for i in found):  # (see _STRIP)
+        return _counted_code(text, _BY_LINE)
+    marks = [i for i in found if names[i]]   # a bare `#` changes no branch
     if not marks:
         return "".join(codes)
     kept, branches = codes[:marks[0] + 1], []

@@ -47,7 +47,7 @@ import numpy as np
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
 
-from nanodata.pipeline.chunking.fidelity import OPEN_IF, balanced, line_structure
+from nanodata.pipeline.chunking.fidelity import OPEN_IF, balanced, line_arrays
 
 LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
@@ -230,17 +230,24 @@ def _is_definition(node) -> bool:
     return classify(node, named=False)[0] in ("type", "function")
 
 
-def _last_row(node) -> int:
-    row, column = node.end_point
-    return row - 1 if column == 0 and row > node.start_point[0] else row  # preprocessor lines end after "\n"
-
-
-def _ends_statement(line: str) -> bool:
-    """Brace fallback: a line after which a new statement starts (else it continues into the next,
-    like a signature into its `{` line)."""
-    code = line.strip()
-    return (not code or code.endswith((";", "}", "{")) or code.endswith(":") and not code.endswith("::")
-            or code.startswith(("#", "//", "/*", "*")))
+def _statement_heads(lines: list[str], blocks: dict[int, int], joined: dict[int, int]) -> list[int]:
+    """Brace fallback: heads[i] is the first line from i on that opens a block (`blocks`) or ends a statement,
+    a comment over several lines (`joined`: its first line -> the line after it) passed over whole; a line
+    that ends none (a signature, an open expression) continues into the next. So a block starting at line i
+    has its `{` at heads[i], after its signature's lines. Vectorized: a line's head is the value of the
+    first line from it on that stops the scan: itself, or for a joined comment the head after it."""
+    n = len(lines)
+    codes = [line.strip() for line in lines]
+    special = np.array([not c or c[-1] in ";{}" or c[-1] == ":" and c[-2:] != "::" or c[0] in "#*"
+                        or c[:2] in ("//", "/*") for c in codes] + [True])
+    redirects = sorted(joined.keys() - blocks.keys(), reverse=True)
+    special[list(blocks)] = True
+    special[redirects] = True
+    positions = np.arange(n + 1)
+    following = np.minimum.accumulate(np.where(special, positions, n)[::-1])[::-1]  # next stop from each line
+    for k in redirects:  # (from the last: a redirect's target lies after it, already final)
+        positions[k] = positions[following[joined[k]]]
+    return positions[following].tolist()
 
 
 def _layout(node, out: list) -> None:
@@ -278,6 +285,15 @@ class _Builder:
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
         self.last: tuple[Unit | None, int] = (None, -1)  # what ended last, on which row
+        # rows from byte offsets (a bisection: tree-sitter's points cost a Python object each)
+        self.newlines: list[int] = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10).tolist()
+
+    def _row(self, offset: int) -> int:
+        return bisect_left(self.newlines, offset)
+
+    def _last_row(self, node) -> int:
+        """The row of a node's last byte (a preprocessor line ends after its "\n": the row of that "\n")."""
+        return bisect_left(self.newlines, max(node.end_byte - 1, node.start_byte))
 
     def segment(self, start: int, end: int) -> int:
         if start >= end:
@@ -294,7 +310,7 @@ class _Builder:
             if kind == "comment":
                 index = self.segment(node.start_byte, node.end_byte)
                 unit, row = self.last
-                if row == node.start_point[0] and not self.pending and unit is not None:
+                if row == self._row(node.start_byte) and not self.pending and unit is not None:
                     unit.segments.append(index)  # `int x;  // why` stays with x
                 else:
                     self.pending.append(index)
@@ -333,7 +349,7 @@ class _Builder:
                     self.pending.append(index)  # e.g. `template<...>` cut off from its function
                 elif index >= 0:  # never preamble: such debris must not repeat in every chunk
                     self._add(Unit("decl", "", "", scope, self.pending + [index], index, loose[0].start_byte,
-                                   loose[-1].end_byte), _last_row(loose[-1]))
+                                   loose[-1].end_byte), self._last_row(loose[-1]))
                 loose = []
             if child is not None:
                 self.walk([child], scope)
@@ -347,7 +363,7 @@ class _Builder:
         unit = self.last[0]
         self.spans[unit.body] = (self.spans[unit.body][0], node.end_byte)
         unit.end = node.end_byte
-        self.last = (unit, _last_row(node))
+        self.last = (unit, self._last_row(node))
 
     def _unit(self, node, scope: tuple) -> None:
         kind, name, owner = classify(node, self.named)
@@ -363,7 +379,7 @@ class _Builder:
             self.inside.append((node.start_byte, node.end_byte))
         body = member.part.closer if member.part is not None else member.segments[-1]
         self._add(Unit(kind, name, owner, scope, leading + member.segments, body, node.start_byte, node.end_byte,
-                       part=member.part), _last_row(node))
+                       part=member.part), self._last_row(node))
 
     def _member(self, node) -> Member:
         """A node as one segment, or, when larger than split_bytes, as a Part (see the module docstring)."""
@@ -397,7 +413,7 @@ class _Builder:
             elif first.type in (";", ":", ",") and members and members[-1].part is None:
                 index = members[-1].segments[-1]  # `public` + `:`, a stray `;`, an enumerator's `,`
                 self.spans[index] = (self.spans[index][0], first.end_byte)
-            elif first.type == "comment" and members and not pending and first.start_point[0] == last_row:
+            elif first.type == "comment" and members and not pending and self._row(first.start_byte) == last_row:
                 members[-1].segments.append(self.segment(first.start_byte, first.end_byte))  # trailing comment
             elif first.type == "comment":
                 pending.append(self.segment(first.start_byte, first.end_byte))
@@ -406,7 +422,7 @@ class _Builder:
                 member.segments[:0] = pending
                 members.append(member)
                 pending = []
-            last_row = _last_row(last)
+            last_row = self._last_row(last)
         if pending:
             members.append(Member(pending))
         closer = self.segment(runs[-1][1].start_byte, node.end_byte) if runs[-1][0] == "edge" else -1
@@ -427,7 +443,7 @@ class _Builder:
         close = body.children[-1] if body.children else None
         closed = close is not None and close.type == "}" and close.end_byte > close.start_byte
         self.closers[(opener,)] = self.pairs[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
-        self.last = (None, _last_row(body))
+        self.last = (None, self._last_row(body))
 
     def brace_units(self, text: str, definitions: list) -> None:
         """Parse-error fallback: units from the file's lines and brace structure (fidelity.line_depths).
@@ -442,33 +458,15 @@ class _Builder:
         lines = text.splitlines(keepends=True)
         sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
         starts = [0, *accumulate(sizes)]
-        depths, directives = line_structure(lines)
-        blocks: dict[int, int] = {}   # a block's opening line -> its closing line (`{`...`}`, `#if`...`#endif`)
-        joined: dict[int, int] = {}   # the first line of a comment over several lines -> its last
-        open_lines: list[tuple[int, int]] = []   # (line, depth before it) of the blocks open
-        depth, run = 0, -1
-        for i, after in enumerate(depths):
-            if after is None:  # ends inside a comment, literal or continued directive
-                run = i if run < 0 else run
-                joined[run] = i + 1
-                continue
-            run = -1
-            while open_lines and open_lines[-1][1] >= after:
-                blocks[open_lines.pop()[0]] = i
-            if after > depth:
-                open_lines.append((i, depth))
-            depth = after
-        blocks.update(_conditional_blocks(depths, directives))
+        depths, cuttable, directives = line_arrays(lines)
+        blocks = _brace_blocks(depths, cuttable)  # a block's opening line -> its closing line (`{`...`}`)
+        blocks.update(_conditional_blocks(depths, cuttable, directives))   # `#if` ... `#endif`
+        # the first line of a comment, literal or continued directive over several lines -> the line after it
+        joined = dict(zip(np.flatnonzero(~cuttable & np.concatenate(([True], cuttable[:-1]))).tolist(),
+                          (np.flatnonzero(~cuttable & np.concatenate((cuttable[1:], [True]))) + 1).tolist(), strict=True))
 
         small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
-        # heads[i]: the first line from i on that opens a block or ends a statement, comments and open parens
-        # passed over: a block starting at line i has its `{` there (after its signature's lines)
-        heads = list(range(len(lines) + 1))
-        for k in range(len(lines) - 1, -1, -1):
-            if k in joined and k not in blocks:
-                heads[k] = heads[joined[k]]
-            elif k not in blocks and not _ends_statement(lines[k]):
-                heads[k] = heads[k + 1]
+        heads = _statement_heads(lines, blocks, joined)
 
         def members(i: int, stop: int) -> list[Member]:
             out = []
@@ -543,13 +541,31 @@ class _Builder:
             for key in keys:
                 self.closers[key] = closer
             if closer >= 0:
-                self.last = (None, _last_row(endif))
+                self.last = (None, self._last_row(endif))
         else:
             for key in keys:
                 self.closers.setdefault(key, -1)
 
 
-def _conditional_blocks(depths: list, directives: list) -> dict[int, int]:
+def _brace_blocks(depths: np.ndarray, cuttable: np.ndarray) -> dict[int, int]:
+    """Brace fallback: a line after which the depth rises (from d) opens a block, closed by the first later
+    line after which it is d or less; lines that end inside a comment, literal or `(` neither open nor close.
+    (Per depth d, a search among the lines at or below d: no loop over the lines.)"""
+    lines = np.flatnonzero(cuttable)
+    after = depths[lines]
+    before = np.concatenate(([0], after[:-1]))
+    opening = np.flatnonzero(after > before)
+    blocks: dict[int, int] = {}
+    for level in np.unique(before[opening]).tolist():
+        closing = np.flatnonzero(after <= level)
+        these = opening[before[opening] == level]
+        at = np.searchsorted(closing, these, side="right")
+        closed = at < len(closing)
+        blocks.update(zip(lines[these[closed]].tolist(), lines[closing[at[closed]]].tolist(), strict=True))
+    return blocks
+
+
+def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: list) -> dict[int, int]:
     """Brace fallback: `#if` line -> its `#endif` line, for the conditionals that nest with the braces (the
     first branch closes what it opens: cut at that depth only, a piece never starts inside a branch without
     its `#if`, the Part's opener); those that do not (`#if` ... `void f() {` `#else` ... `#endif`) are lines."""
@@ -559,9 +575,10 @@ def _conditional_blocks(depths: list, directives: list) -> dict[int, int]:
             open_ifs.append(line)
         elif name == "endif" and open_ifs:
             first = open_ifs.pop()
-            before = depths[first - 1] if first else 0
-            inside = [d for d in depths[first:line + 1] if d is not None]
-            if before is not None and depths[first] is not None and depths[line] == before and min(inside) >= before:
+            if first and not cuttable[first - 1] or not cuttable[first] or not cuttable[line]:
+                continue
+            before = int(depths[first - 1]) if first else 0
+            if depths[line] == before and depths[first:line + 1][cuttable[first:line + 1]].min() >= before:
                 found[first] = line
     return found
 
@@ -730,10 +747,9 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     builder.flush(())
     texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     fallback = tree.root_node.has_error and not _consistent(builder, texts)
+    includes = builder.includes
     if fallback:
-        includes = builder.includes
         builder = _Builder(data, with_references, split_bytes)
-        builder.includes = includes
         builder.brace_units(text, _definitions(tree.root_node) if with_references else [])
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     tokens = count_batch(texts)
@@ -753,4 +769,4 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         _references(tree, builder.units, data)
     # drop units whose lines another unit holds (but keep the empty ones that carry a scope's lines)
     units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
-    return FileUnits(texts, tokens, units, builder.includes, tree.root_node.has_error, order, int(fallback))
+    return FileUnits(texts, tokens, units, includes, tree.root_node.has_error, order, int(fallback))
