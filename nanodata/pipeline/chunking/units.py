@@ -24,7 +24,9 @@ break the structure: a namespace closed at a function's `}`, a `}` left loose. W
 scopes do not balance (`_consistent`), the file is laid out from its brace structure instead
 (`_Builder.brace_units`, counted in `parse_error_regions`): lines and blocks, cut between lines at a
 block's own depth, never inside a comment, literal, directive, open `(` or an `#else` branch; an `#if` ...
-`#endif` block that nests with the braces is a block too (a piece of it re-opens its `#if` line).
+`#endif` block that nests with the braces is a block too (a piece of it re-opens its `#if` line). The balance
+lexer reads only an `#if`'s first branch; each later branch of such a block is read again on its own, so its
+braces give it structure too, and at unit level it is a scope re-opened by `#if X` + `#else` as in the tree's layout.
 
 Every segment's text is an exact span of the source made of whole lines: a node is widened to
 the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
@@ -269,6 +271,10 @@ def _layout(node, out: list) -> None:
             out.append(("edge", child))
 
 
+class _Unbalanced(Exception):
+    """A unit recovered from a parse error does not balance on its own lines (_Builder.check)."""
+
+
 class _Builder:
     """Walks the tree once, filling the segment table and the unit list."""
 
@@ -348,11 +354,30 @@ class _Builder:
                 if index >= 0 and child is not None and _is_definition(child):
                     self.pending.append(index)  # e.g. `template<...>` cut off from its function
                 elif index >= 0:  # never preamble: such debris must not repeat in every chunk
+                    self.check(loose[0].start_byte, loose[-1].end_byte)
                     self._add(Unit("decl", "", "", scope, self.pending + [index], index, loose[0].start_byte,
                                    loose[-1].end_byte), self._last_row(loose[-1]))
                 loose = []
             if child is not None:
                 self.walk([child], scope)
+
+    def check(self, start: int, end: int) -> None:
+        """Stop the walk at a unit recovered from a parse error (a node with an error inside, a run of loose
+        tokens) that does not balance: _consistent would fail on it, so the file is laid out from its braces
+        (parse_units) and the rest of the tree need not be walked. Judged here only when the unit is alone on
+        its lines (blanks before it, at most a comment after it): its text is then those lines plus neutral
+        comments, as _consistent sees it; anything else is left to _consistent."""
+        first = self.data.rfind(b"\n", 0, start) + 1
+        last = self.data.find(b"\n", end)
+        last = len(self.data) if last < 0 else last
+        after = self.data[end:last].strip()
+        if self.data[first:start].strip() or after and not after.startswith(b"//"):
+            return
+        lines = self.data[first:last]
+        if lines.count(b"{") == lines.count(b"}") and lines.count(b"(") == lines.count(b")"):
+            return  # (the lexer is asked only when the bare brackets do not cancel: most such units balance)
+        if not balanced(lines.decode("utf-8", "replace")):
+            raise _Unbalanced
 
     def _add(self, unit: Unit, row: int) -> None:
         self.pending = []
@@ -366,13 +391,14 @@ class _Builder:
         self.last = (unit, self._last_row(node))
 
     def _unit(self, node, scope: tuple) -> None:
+        if node.has_error:
+            self.check(node.start_byte, node.end_byte)
         kind, name, owner = classify(node, self.named)
         if kind == "preamble" and any(key not in self.conditional_keys for key in scope):
             kind = "decl"  # declarations inside a namespace stay in their namespace
-        if node.type == "preproc_include":
-            path = node.child_by_field_name("path")
-            if path is not None:
-                self.includes.append(path.text.decode("utf-8", "replace").strip("<>\""))
+        path = _include_path(node)
+        if path is not None:
+            self.includes.append(path)
         leading = self.pending
         member = self._member(node)
         if member.part is not None:
@@ -458,12 +484,8 @@ class _Builder:
         lines = text.splitlines(keepends=True)
         sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
         starts = [0, *accumulate(sizes)]
-        depths, cuttable, directives = line_arrays(lines)
-        blocks = _brace_blocks(depths, cuttable)  # a block's opening line -> its closing line (`{`...`}`)
-        blocks.update(_conditional_blocks(depths, cuttable, directives))   # `#if` ... `#endif`
-        # the first line of a comment, literal or continued directive over several lines -> the line after it
-        joined = dict(zip(np.flatnonzero(~cuttable & np.concatenate(([True], cuttable[:-1]))).tolist(),
-                          (np.flatnonzero(~cuttable & np.concatenate((cuttable[1:], [True]))) + 1).tolist(), strict=True))
+        blocks, joined, branch_lines = _brace_structure(lines, 0, len(lines))
+        branch_segments: set[int] = set()   # the `#elif`/`#else` lines of those blocks: each its own member
 
         small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
         heads = _statement_heads(lines, blocks, joined)
@@ -475,8 +497,9 @@ class _Builder:
                 block = head < stop and blocks.get(head, stop) < stop
                 if block:
                     j = blocks[head]
-                else:  # a statement: its lines up to the one that ends it (a small run of them)
-                    end = head if head < stop and starts[head + 1] - starts[i] <= small else i
+                else:  # a statement: its lines up to the one that ends it (a small run of them), never an `#else`
+                    last = head - 1 if head > i and head in branch_lines else head
+                    end = last if last < stop and starts[last + 1] - starts[i] <= small else i
                     head, j = i, min(max(joined.get(i, i), end), stop - 1)
                 if block and starts[j + 1] - starts[i] > self.split_bytes:
                     opener, inner = self.segment(starts[i], starts[head + 1]), members(head + 1, j)
@@ -484,7 +507,11 @@ class _Builder:
                     self.pairs[opener] = closer
                     segments = [opener, *(s for m in inner for s in m.segments), closer]
                     out.append(Member(segments, Part(opener, closer, inner)))
-                elif out and out[-1].part is None and starts[j + 1] - self.spans[out[-1].segments[0]][0] <= small:
+                elif i in branch_lines:
+                    branch_segments.add(self.segment(starts[i], starts[j + 1]))
+                    out.append(Member([len(self.spans) - 1]))
+                elif (out and out[-1].part is None and out[-1].segments[0] not in branch_segments
+                      and starts[j + 1] - self.spans[out[-1].segments[0]][0] <= small):
                     self.spans[out[-1].segments[0]] = (self.spans[out[-1].segments[0]][0], starts[j + 1])
                 elif lines[i].strip():
                     out.append(Member([self.segment(starts[i], starts[j + 1])]))
@@ -496,8 +523,18 @@ class _Builder:
                 start, end = self.spans[member.segments[0]][0], self.spans[member.segments[-1]][1]
                 part = member.part
                 if part is not None and WRAPPER_OPENER.match(self.data[start:self.spans[part.opener][1]]):
-                    self.closers[(part.opener,)] = part.closer
-                    add_units(part.members, scope + ((part.opener,),))
+                    # a scope; an #if block's later branches are scopes of their own, opened by the heads up
+                    # to them (`#if X` + `#else`), as in the tree's layout (_conditional)
+                    key, branch = (part.opener,), []
+                    for inner in part.members + [None]:
+                        if inner is None or inner.segments[0] in branch_segments:
+                            self.closers[key] = part.closer
+                            add_units(branch, scope + (key,))
+                            if not branch:  # an empty branch still shows its lines
+                                self.units.append(Unit("decl", "", "", scope + (key,), [], -1, 0, 0))
+                            key, branch = key + tuple(inner.segments if inner is not None else ()), []
+                        else:
+                            branch.append(inner)
                     continue
                 first = bisect_left(definitions, (start,))
                 inside = [n for s, e, n in definitions[first:bisect_left(definitions, (end,))] if e <= end]
@@ -565,22 +602,52 @@ def _brace_blocks(depths: np.ndarray, cuttable: np.ndarray) -> dict[int, int]:
     return blocks
 
 
-def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: list) -> dict[int, int]:
+def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: list) -> tuple[dict, dict]:
     """Brace fallback: `#if` line -> its `#endif` line, for the conditionals that nest with the braces (the
     first branch closes what it opens: cut at that depth only, a piece never starts inside a branch without
-    its `#if`, the Part's opener); those that do not (`#if` ... `void f() {` `#else` ... `#endif`) are lines."""
-    found, open_ifs = {}, []
+    its `#if`, the Part's opener); those that do not (`#if` ... `void f() {` `#else` ... `#endif`) are lines.
+    And `#if` line -> its `#elif`/`#else` lines, for those."""
+    found, branches, open_ifs = {}, {}, []
     for line, name in directives:
         if name in OPEN_IF:
-            open_ifs.append(line)
+            open_ifs.append((line, []))
+        elif name in ("elif", "elifdef", "elifndef", "else") and open_ifs:
+            open_ifs[-1][1].append(line)
         elif name == "endif" and open_ifs:
-            first = open_ifs.pop()
+            first, later = open_ifs.pop()
             if first and not cuttable[first - 1] or not cuttable[first] or not cuttable[line]:
                 continue
             before = int(depths[first - 1]) if first else 0
             if depths[line] == before and depths[first:line + 1][cuttable[first:line + 1]].min() >= before:
-                found[first] = line
-    return found
+                found[first], branches[first] = line, later
+    return found, branches
+
+
+def _brace_structure(lines: list[str], lo: int, hi: int) -> tuple[dict, dict, set]:
+    """Brace fallback, lines[lo:hi]: blocks (opening line -> closing line: `{`...`}`, `#if`...`#endif`), runs
+    of lines that end inside a comment, literal or continued directive (first line -> the line after them),
+    and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (fidelity), so
+    to it a later branch is one skipped run; each later branch of a block is read again on its own, so its
+    own blocks are found (and a piece of it starts from whole statements, not from any line)."""
+    depths, cuttable, directives = line_arrays(lines[lo:hi])
+    blocks = _brace_blocks(depths, cuttable)
+    found, branches = _conditional_blocks(depths, cuttable, directives)
+    blocks.update(found)
+    joined = dict(zip(np.flatnonzero(~cuttable & np.concatenate(([True], cuttable[:-1]))).tolist(),
+                      (np.flatnonzero(~cuttable & np.concatenate((cuttable[1:], [True]))) + 1).tolist(), strict=True))
+    blocks = {lo + k: lo + v for k, v in blocks.items()}
+    joined = {lo + k: lo + v for k, v in joined.items()}
+    branch_lines = set()
+    for first, later in branches.items():
+        for line, stop in zip(later, [*later[1:], found[first]], strict=False):  # (each later branch: to the next)
+            branch_lines.add(lo + line)
+            joined.pop(lo + line, None)  # (the branch skipped as a whole, from its `#else` line)
+            if stop - line > 1:
+                inner_blocks, inner_joined, inner_branches = _brace_structure(lines, lo + line + 1, lo + stop)
+                blocks.update(inner_blocks)
+                joined.update(inner_joined)
+                branch_lines |= inner_branches
+    return blocks, joined, branch_lines
 
 
 def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int],
@@ -700,6 +767,24 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
+def _include_path(node) -> str | None:
+    path = node.child_by_field_name("path") if node.type == "preproc_include" else None
+    return path.text.decode("utf-8", "replace").strip("<>\"") if path is not None else None
+
+
+def _includes(root) -> list[str]:
+    """The paths the `#include` lines at declaration level name (where the walk meets them), in source order."""
+    found, stack = [], [root]
+    while stack:
+        for child in stack.pop().children:
+            path = _include_path(child)
+            if path is not None:
+                found.append((child.start_byte, path))
+            elif child.type in WRAPPERS or child.type in CONDITIONALS or child.type in ("ERROR", "declaration_list"):
+                stack.append(child)
+    return [path for _, path in sorted(found)]
+
+
 def _definitions(root) -> list[tuple]:
     """(start, end, node) of the functions and types tree-sitter found at declaration level, by start."""
     found, stack = [], [root]
@@ -743,11 +828,14 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     data = text.encode("utf-8")
     tree = parser().parse(data)
     builder = _Builder(data, with_references, split_bytes)
-    builder.walk(tree.root_node.children, ())
-    builder.flush(())
-    texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
-    fallback = tree.root_node.has_error and not _consistent(builder, texts)
-    includes = builder.includes
+    try:
+        builder.walk(tree.root_node.children, ())
+        builder.flush(())
+        texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
+        fallback = tree.root_node.has_error and not _consistent(builder, texts)
+        includes = builder.includes
+    except _Unbalanced:  # the walk stopped part way: the includes are read from the tree apart
+        fallback, includes = True, _includes(tree.root_node)
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
         builder.brace_units(text, _definitions(tree.root_node) if with_references else [])

@@ -213,3 +213,49 @@ def test_brace_fallback_docs_reopen_their_conditional():
                     assert opened, doc
                     opened -= directive == "#endif"
             assert opened == 0 and ("fast_" not in doc or "#if defined(USE_FAST_PATH)\n" in doc)
+
+
+# the shape of libstdc++'s basic_string.h: the whole file in the `#else` branch of an ABI switch; the namespace
+# closed in both branches of an #if makes the file fall back to its braces
+ELSE_BRANCH_FILE = """#ifndef STR_H
+#define STR_H
+
+#if ! USE_NEW_ABI
+# include "old_string.h"
+#else
+namespace text {
+
+class big_string {
+ public:
+""" + "".join(f"  int member_{i}(int x) const {{\n    if (x > {i}) {{\n      return x - {i};\n    }}\n    return {i};\n  }}\n\n"
+              for i in range(60)) + """};
+
+#if defined(CLOSE_EARLY)
+}  // namespace text (early)
+#else
+}  // namespace text
+#endif
+#endif  // USE_NEW_ABI
+
+#endif  // STR_H
+"""
+
+
+@pytest.mark.parametrize("budget", [256, 512])
+def test_brace_fallback_lays_out_a_later_branch_by_its_own_braces(budget):
+    """The balance lexer reads only an #if's first branch, so to the brace fallback a later branch had no structure
+    and was cut at any line (basic_string.h: a class cut mid-member, docs unbalanced). Each later branch is now read
+    on its own: its docs hold whole members inside the class's opening and closing lines, and re-open the branch
+    as the tree's layout does, `#if` then `#else`."""
+    counter = counter_for("cl100k_base")
+    fu = parse_units(ELSE_BRANCH_FILE, counter.count_batch, with_references=False, split_bytes=budget)
+    assert fu.parse_error_regions == 1
+    docs = Chunker("basic", budget, counter, Index({0: fu})).docs(0, "str.h")
+    texts = [d.text for d in docs]
+    lines = source_lines(ELSE_BRANCH_FILE)
+    assert len(texts) > 5 and lines_kept(ELSE_BRANCH_FILE, texts) == lines_in_order(ELSE_BRANCH_FILE, texts) == len(lines)
+    assert not any(d.cut for d in docs)
+    for doc in texts:
+        assert balanced(doc), doc
+        if "member_" in doc:
+            assert "#if ! USE_NEW_ABI\n#else\n" in doc and "class big_string {\n" in doc and doc.count("};") == 1, doc
