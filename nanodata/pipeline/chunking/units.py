@@ -484,7 +484,7 @@ class _Builder:
         lines = text.splitlines(keepends=True)
         sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
         starts = [0, *accumulate(sizes)]
-        blocks, joined, branch_lines = _brace_structure(lines, 0, len(lines))
+        blocks, joined, branch_lines = _brace_structure(lines, starts, self.split_bytes, 0, len(lines))
         branch_segments: set[int] = set()   # the `#elif`/`#else` lines of those blocks: each its own member
 
         small = self.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
@@ -623,12 +623,14 @@ def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: li
     return found, branches
 
 
-def _brace_structure(lines: list[str], lo: int, hi: int) -> tuple[dict, dict, set]:
+def _brace_structure(lines: list[str], starts: list[int], split_bytes: int, lo: int, hi: int) -> tuple[dict, dict, set]:
     """Brace fallback, lines[lo:hi]: blocks (opening line -> closing line: `{`...`}`, `#if`...`#endif`), runs
     of lines that end inside a comment, literal or continued directive (first line -> the line after them),
     and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (fidelity), so
-    to it a later branch is one skipped run; each later branch of a block is read again on its own, so its
-    own blocks are found (and a piece of it starts from whole statements, not from any line)."""
+    to it a later branch is one skipped run; each later branch of a block larger than split_bytes is read
+    again on its own, so its own blocks are found (and a piece of it starts from whole statements, not from
+    any line). (A smaller block is one member whole: what is inside it is never looked at; `starts`: each
+    line's byte offset.)"""
     depths, cuttable, directives = line_arrays(lines[lo:hi])
     blocks = _brace_blocks(depths, cuttable)
     found, branches = _conditional_blocks(depths, cuttable, directives)
@@ -639,14 +641,16 @@ def _brace_structure(lines: list[str], lo: int, hi: int) -> tuple[dict, dict, se
     joined = {lo + k: lo + v for k, v in joined.items()}
     branch_lines = set()
     for first, later in branches.items():
+        if starts[lo + found[first] + 1] - starts[lo + first] <= split_bytes:
+            continue
         for line, stop in zip(later, [*later[1:], found[first]], strict=False):  # (each later branch: to the next)
             branch_lines.add(lo + line)
             joined.pop(lo + line, None)  # (the branch skipped as a whole, from its `#else` line)
             if stop - line > 1:
-                inner_blocks, inner_joined, inner_branches = _brace_structure(lines, lo + line + 1, lo + stop)
-                blocks.update(inner_blocks)
-                joined.update(inner_joined)
-                branch_lines |= inner_branches
+                inner = _brace_structure(lines, starts, split_bytes, lo + line + 1, lo + stop)
+                blocks.update(inner[0])
+                joined.update(inner[1])
+                branch_lines |= inner[2]
     return blocks, joined, branch_lines
 
 
