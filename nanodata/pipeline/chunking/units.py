@@ -778,28 +778,26 @@ def _include_path(node) -> str | None:
 
 def _includes(root) -> list[str]:
     """The paths the `#include` lines at declaration level name (where the walk meets them), in source order."""
-    found, stack = [], [root]
-    while stack:
-        for child in stack.pop().children:
-            path = _include_path(child)
-            if path is not None:
-                found.append((child.start_byte, path))
-            elif child.type in WRAPPERS or child.type in CONDITIONALS or child.type in ("ERROR", "declaration_list"):
-                stack.append(child)
-    return [path for _, path in sorted(found)]
+    return [_include_path(node) for node in sorted(_declaration_level(root, _include_path), key=lambda n: n.start_byte)]
 
 
 def _definitions(root) -> list[tuple]:
     """(start, end, node) of the functions and types tree-sitter found at declaration level, by start."""
+    return sorted(((node.start_byte, node.end_byte, node) for node in _declaration_level(root, _is_definition)),
+                  key=lambda item: item[:2])
+
+
+def _declaration_level(root, wanted) -> list:
+    """The nodes `wanted` accepts among the root's children and those of the namespaces, extern "C" blocks, #if
+    branches and ERROR regions in it (not below a wanted node), found depth-first."""
     found, stack = [], [root]
     while stack:
-        node = stack.pop()
-        for child in node.children:
-            if _is_definition(child):
-                found.append((child.start_byte, child.end_byte, child))
+        for child in stack.pop().children:
+            if wanted(child):
+                found.append(child)
             elif child.type in WRAPPERS or child.type in CONDITIONALS or child.type in ("ERROR", "declaration_list"):
                 stack.append(child)
-    return sorted(found, key=lambda item: item[:2])
+    return found
 
 
 def _consistent(builder: _Builder, texts: list[str]) -> bool:
