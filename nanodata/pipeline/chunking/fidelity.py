@@ -52,20 +52,16 @@ _BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
 def line_depths(lines: list[str]) -> list[int | None]:
     """`{}` depth after each of `lines` (joined, they make one text), counted as `balanced` counts; None
     for a line that ends inside a comment, literal, directive or open `(` (no place to cut)."""
-    return line_structure(lines)[0]
-
-
-def line_structure(lines: list[str]) -> tuple[list[int | None], list[tuple[int, str]]]:
-    """line_depths, and (line, name) of every directive of `lines` (`if`, `else`, `endif`...), in order."""
-    depths, cuttable, directives = line_arrays(lines)
+    depths, cuttable, _ = line_arrays(lines)
     depths = depths.astype(object)
     depths[~cuttable] = None
-    return depths.tolist(), directives
+    return depths.tolist()
 
 
 def line_arrays(lines: list[str]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
-    """line_structure as arrays: the `{}` depth after each line, whether a line ends where a cut may go (not
-    inside a comment, literal, directive or open `(`: its depth is then None in line_depths), the directives.
+    """line_depths as arrays: the `{}` depth after each line and whether a line ends where a cut may go (not
+    inside a comment, literal, directive or open `(`: its depth is then None in line_depths); and (line, name)
+    of every directive of `lines` (`if`, `else`, `endif`...), in order.
 
     Only what is skipped is matched in Python (comments, literals, directives: far fewer than brackets);
     the brackets that count are summed with numpy: the depth after a line is the running sum up to its

@@ -508,8 +508,8 @@ class _Builder:
                     segments = [opener, *(s for m in inner for s in m.segments), closer]
                     out.append(Member(segments, Part(opener, closer, inner)))
                 elif i in branch_lines:
-                    branch_segments.add(self.segment(starts[i], starts[j + 1]))
-                    out.append(Member([len(self.spans) - 1]))
+                    out.append(Member([self.segment(starts[i], starts[j + 1])]))
+                    branch_segments.add(out[-1].segments[0])
                 elif (out and out[-1].part is None and out[-1].segments[0] not in branch_segments
                       and starts[j + 1] - self.spans[out[-1].segments[0]][0] <= small):
                     self.spans[out[-1].segments[0]] = (self.spans[out[-1].segments[0]][0], starts[j + 1])
@@ -527,14 +527,15 @@ class _Builder:
                     # to them (`#if X` + `#else`), as in the tree's layout (_conditional)
                     key, branch = (part.opener,), []
                     for inner in part.members + [None]:
-                        if inner is None or inner.segments[0] in branch_segments:
-                            self.closers[key] = part.closer
-                            add_units(branch, scope + (key,))
-                            if not branch:  # an empty branch still shows its lines
-                                self.units.append(Unit("decl", "", "", scope + (key,), [], -1, 0, 0))
-                            key, branch = key + tuple(inner.segments if inner is not None else ()), []
-                        else:
+                        if inner is not None and inner.segments[0] not in branch_segments:
                             branch.append(inner)
+                            continue
+                        self.closers[key] = part.closer
+                        add_units(branch, scope + (key,))
+                        if not branch:  # an empty branch still shows its lines
+                            self.units.append(Unit("decl", "", "", scope + (key,), [], -1, 0, 0))
+                        if inner is not None:  # an `#elif`/`#else` line: the next branch's heads
+                            key, branch = key + (inner.segments[0],), []
                     continue
                 first = bisect_left(definitions, (start,))
                 inside = [n for s, e, n in definitions[first:bisect_left(definitions, (end,))] if e <= end]
