@@ -218,7 +218,9 @@ class AirflowDeployment:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._check_alive()
-            with contextlib.suppress(requests.ConnectionError):
+            # A starting api-server may accept the connection and answer late on a loaded machine:
+            # a read timeout is one more try, as a refused connection is.
+            with contextlib.suppress(requests.ConnectionError, requests.Timeout):
                 if requests.get(f"{self.url}/api/v2/monitor/health", timeout=5).ok:
                     return
             time.sleep(1)
