@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -271,8 +272,102 @@ def _layout(node, out: list) -> None:
             out.append(("edge", child))
 
 
-class _Unbalanced(Exception):
-    """A unit recovered from a parse error does not balance on its own lines (_Builder.check)."""
+def _roles(children) -> Iterator[tuple[str, object]]:
+    """How the walk reads a list of sibling nodes: (role, node) for each node it keeps, the role one of
+    "comment", "conditional" (an `#if` chain: _branches), "wrapper" (a namespace or extern "C" block),
+    "region" (an ERROR wrapped around good code: _region_parts), "head" (an ERROR before a definition:
+    recovery split e.g. a template header from its function; it stays with the definition) or "unit"."""
+    children = list(children)
+    for i, node in enumerate(children):
+        kind = node.type
+        if node.end_byte == node.start_byte or kind == "\n":
+            continue  # MISSING nodes tree-sitter invented to recover; line ends of directives
+        if kind == "comment":
+            yield "comment", node
+        elif kind in CONDITIONALS:
+            yield "conditional", node
+        elif kind in WRAPPERS and _body_list(node) is not None:
+            yield "wrapper", node
+        elif kind == "ERROR" and any(_structural(c) for c in node.children):
+            yield "region", node
+        elif kind == "ERROR" and i + 1 < len(children) and _is_definition(children[i + 1]):
+            yield "head", node
+        else:
+            yield "unit", node
+
+
+def _body_list(node):
+    body = node.child_by_field_name("body")
+    return body if body is not None and body.type == "declaration_list" else None
+
+
+def _branches(node) -> Iterator[tuple[object, object, list]]:
+    """An `#if` chain's branches in order: (branch node, the node ending its head line, the nodes inside it).
+    What tree-sitter placed after an alternative in its parent belongs to the last branch."""
+    trailing: list = []
+    while node is not None:
+        head = node.child_by_field_name("condition") or node.child_by_field_name("name") or node.children[0]
+        alternative = node.child_by_field_name("alternative")
+        body = [c for c in node.children if c.id not in (node.children[0].id, head.id) and c.type not in ("#endif", "\n")]
+        cut = next((i for i, c in enumerate(body) if alternative is not None and c.id == alternative.id), len(body))
+        yield node, head, body[:cut] + (trailing if alternative is None else [])
+        trailing = body[cut + 1:] + trailing
+        node = alternative
+
+
+def _region_parts(node) -> Iterator[tuple[str, object, object]]:
+    """An ERROR region's children as the walk keeps them: ("node", child, child) for a structural child, and
+    ("loose", first, last) for a run of loose tokens between them, or ("head", first, last) when a definition
+    follows the run (e.g. `template<...>` cut off from its function)."""
+    loose: list = []
+    for child in list(node.children) + [None]:
+        if child is not None and not _structural(child):
+            loose.append(child)
+            continue
+        if loose and loose[0].start_byte < loose[-1].end_byte:
+            yield ("head" if child is not None and _is_definition(child) else "loose"), loose[0], loose[-1]
+        loose = []
+        if child is not None:
+            yield "node", child, child
+
+
+def _recovered(children) -> Iterator[tuple[int, int]]:
+    """The byte ranges of the units the walk would make of what tree-sitter recovered from parse errors (a node
+    with an error inside, a run of loose tokens in an ERROR region). Only nodes that hold an error are visited:
+    a few, where the walk visits every node."""
+    for role, node in _roles(children):
+        if not node.has_error:
+            continue
+        if role == "conditional":
+            for _, _, inside in _branches(node):
+                yield from _recovered(inside)
+        elif role == "wrapper":
+            yield from _recovered(c for c in _body_list(node).children if c.type not in ("{", "}"))
+        elif role == "region":
+            for part, first, last in _region_parts(node):
+                if part == "node":
+                    yield from _recovered([first])
+                elif part == "loose":
+                    yield first.start_byte, last.end_byte
+        elif role == "unit":
+            yield node.start_byte, node.end_byte
+
+
+def _balances_alone(data: bytes, start: int, end: int) -> bool:
+    """False for a unit recovered from a parse error that does not balance: _consistent would fail on it, so the
+    file is laid out from its braces (parse_units) without walking the tree. Judged only when the unit is alone
+    on its lines (blanks before it, at most a comment after it): its text is then those lines plus neutral
+    comments, as _consistent sees it; anything else is left to _consistent."""
+    first = data.rfind(b"\n", 0, start) + 1
+    last = data.find(b"\n", end)
+    last = len(data) if last < 0 else last
+    after = data[end:last].strip()
+    if data[first:start].strip() or after and not after.startswith(b"//"):
+        return True
+    lines = data[first:last]
+    if lines.count(b"{") == lines.count(b"}") and lines.count(b"(") == lines.count(b")"):
+        return True  # (the lexer is asked only when the bare brackets do not cancel: most such units balance)
+    return balanced(lines.decode("utf-8", "replace"))
 
 
 class _Builder:
@@ -308,30 +403,24 @@ class _Builder:
         return len(self.spans) - 1
 
     def walk(self, children, scope: tuple) -> None:
-        children = list(children)
-        for i, node in enumerate(children):
-            kind = node.type
-            if node.end_byte == node.start_byte or kind == "\n":
-                continue  # MISSING nodes tree-sitter invented to recover; line ends of directives
-            if kind == "comment":
+        for role, node in _roles(children):
+            if role == "comment":
                 index = self.segment(node.start_byte, node.end_byte)
                 unit, row = self.last
                 if row == self._row(node.start_byte) and not self.pending and unit is not None:
                     unit.segments.append(index)  # `int x;  // why` stays with x
                 else:
                     self.pending.append(index)
-                continue
-            if kind == ";" and self.last[0] is not None and self.last[0].body == len(self.spans) - 1:
-                self._extend_last(node)
-            elif kind in CONDITIONALS:
+            elif role == "conditional":
                 self._conditional(node, scope)
-            elif kind in WRAPPERS and self._body_list(node) is not None:
+            elif role == "wrapper":
                 self._wrapper(node, scope)
-            elif kind == "ERROR" and any(_structural(c) for c in node.children):
+            elif role == "region":
                 self._error_region(node, scope)
-            elif kind == "ERROR" and i + 1 < len(children) and _is_definition(children[i + 1]):
-                # recovery split e.g. a template header from its function: keep them together
+            elif role == "head":
                 self.pending.append(self.segment(node.start_byte, node.end_byte))
+            elif node.type == ";" and self.last[0] is not None and self.last[0].body == len(self.spans) - 1:
+                self._extend_last(node)
             else:
                 self._unit(node, scope)
 
@@ -344,40 +433,16 @@ class _Builder:
     def _error_region(self, node, scope: tuple) -> None:
         """tree-sitter wrapped good code in an ERROR (macros it cannot see through): walk the good
         parts as usual and keep each run of loose tokens between them as one segment."""
-        loose: list = []
-        for child in list(node.children) + [None]:
-            if child is not None and not _structural(child):
-                loose.append(child)
+        for part, first, last in _region_parts(node):
+            if part == "node":
+                self.walk([first], scope)
                 continue
-            if loose:
-                index = self.segment(loose[0].start_byte, loose[-1].end_byte)
-                if index >= 0 and child is not None and _is_definition(child):
-                    self.pending.append(index)  # e.g. `template<...>` cut off from its function
-                elif index >= 0:  # never preamble: such debris must not repeat in every chunk
-                    self.check(loose[0].start_byte, loose[-1].end_byte)
-                    self._add(Unit("decl", "", "", scope, self.pending + [index], index, loose[0].start_byte,
-                                   loose[-1].end_byte), self._last_row(loose[-1]))
-                loose = []
-            if child is not None:
-                self.walk([child], scope)
-
-    def check(self, start: int, end: int) -> None:
-        """Stop the walk at a unit recovered from a parse error (a node with an error inside, a run of loose
-        tokens) that does not balance: _consistent would fail on it, so the file is laid out from its braces
-        (parse_units) and the rest of the tree need not be walked. Judged here only when the unit is alone on
-        its lines (blanks before it, at most a comment after it): its text is then those lines plus neutral
-        comments, as _consistent sees it; anything else is left to _consistent."""
-        first = self.data.rfind(b"\n", 0, start) + 1
-        last = self.data.find(b"\n", end)
-        last = len(self.data) if last < 0 else last
-        after = self.data[end:last].strip()
-        if self.data[first:start].strip() or after and not after.startswith(b"//"):
-            return
-        lines = self.data[first:last]
-        if lines.count(b"{") == lines.count(b"}") and lines.count(b"(") == lines.count(b")"):
-            return  # (the lexer is asked only when the bare brackets do not cancel: most such units balance)
-        if not balanced(lines.decode("utf-8", "replace")):
-            raise _Unbalanced
+            index = self.segment(first.start_byte, last.end_byte)
+            if part == "head":
+                self.pending.append(index)
+            else:  # never preamble: such debris must not repeat in every chunk
+                self._add(Unit("decl", "", "", scope, self.pending + [index], index, first.start_byte, last.end_byte),
+                          self._last_row(last))
 
     def _add(self, unit: Unit, row: int) -> None:
         self.pending = []
@@ -391,8 +456,6 @@ class _Builder:
         self.last = (unit, self._last_row(node))
 
     def _unit(self, node, scope: tuple) -> None:
-        if node.has_error:
-            self.check(node.start_byte, node.end_byte)
         kind, name, owner = classify(node, self.named)
         if kind == "preamble" and any(key not in self.conditional_keys for key in scope):
             kind = "decl"  # declarations inside a namespace stay in their namespace
@@ -455,13 +518,8 @@ class _Builder:
         self.pairs[opener] = closer
         return Part(opener, closer, members)
 
-    @staticmethod
-    def _body_list(node):
-        body = node.child_by_field_name("body")
-        return body if body is not None and body.type == "declaration_list" else None
-
     def _wrapper(self, node, scope: tuple) -> None:
-        body = self._body_list(node)
+        body = _body_list(node)
         self.flush(scope)  # comments before it stay before its opener
         opener = self.segment(node.start_byte, body.start_byte + 1)
         self.last = (None, -1)
@@ -556,23 +614,18 @@ class _Builder:
         if len(self.units) == count:
             self._add(Unit("decl", "", "", scope, [], -1, 0, 0), -1)
 
-    def _conditional(self, node, scope: tuple, heads: tuple = (), keys: list | None = None, trailing: list = ()) -> None:
+    def _conditional(self, node, scope: tuple) -> None:
         """`#if X` ... `#elif Y` ... `#else` ... `#endif`: each branch is a scope whose opener is the heads
-        up to it (`#if X` + `#else` for the else branch) and whose closer is the `#endif`. `trailing`:
-        what tree-sitter placed after an alternative in its parent (it belongs to the last branch)."""
-        keys = [] if keys is None else keys
+        up to it (`#if X` + `#else` for the else branch) and whose closer is the `#endif`."""
         self.flush(scope)  # comments before it stay before its head
-        head = node.child_by_field_name("condition") or node.child_by_field_name("name") or node.children[0]
-        heads = heads + (self.segment(node.start_byte, head.end_byte),)
-        keys.append(heads)
-        self.conditional_keys.add(heads)
-        self.last = (None, -1)
-        alternative = node.child_by_field_name("alternative")
-        body = [c for c in node.children if c.id not in (node.children[0].id, head.id) and c.type not in ("#endif", "\n")]
-        cut = next((i for i, c in enumerate(body) if alternative is not None and c.id == alternative.id), len(body))
-        self.walk_scope(body[:cut] + (list(trailing) if alternative is None else []), scope + (heads,))
-        if alternative is not None:
-            self._conditional(alternative, scope, heads, keys, body[cut + 1:] + list(trailing))
+        heads: tuple = ()
+        keys = []
+        for branch, head, inside in _branches(node):
+            heads = heads + (self.segment(branch.start_byte, head.end_byte),)
+            keys.append(heads)
+            self.conditional_keys.add(heads)
+            self.last = (None, -1)
+            self.walk_scope(inside, scope + (heads,))
         endif = node.children[-1]
         if endif.type == "#endif":
             closer = self.pairs[heads[0]] = self.segment(endif.start_byte, endif.end_byte)
@@ -830,18 +883,21 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     than `split_bytes` bytes are laid out as Parts (the chunker passes its budget's worth)."""
     data = text.encode("utf-8")
     tree = parser().parse(data)
-    builder = _Builder(data, with_references, split_bytes)
-    try:
-        builder.walk(tree.root_node.children, ())
+    root = tree.root_node
+    # a unit recovered from a parse error that does not balance alone: the tree need not be walked
+    fallback = root.has_error and not all(_balances_alone(data, *span) for span in _recovered(root.children))
+    if fallback:
+        includes = _includes(root)
+    else:
+        builder = _Builder(data, with_references, split_bytes)
+        builder.walk(root.children, ())
         builder.flush(())
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
-        fallback = tree.root_node.has_error and not _consistent(builder, texts)
+        fallback = root.has_error and not _consistent(builder, texts)
         includes = builder.includes
-    except _Unbalanced:  # the walk stopped part way: the includes are read from the tree apart
-        fallback, includes = True, _includes(tree.root_node)
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
-        builder.brace_units(text, _definitions(tree.root_node) if with_references else [])
+        builder.brace_units(text, _definitions(root) if with_references else [])
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
     tokens = count_batch(texts)
 
@@ -860,4 +916,4 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         _references(tree, builder.units, data)
     # drop units whose lines another unit holds (but keep the empty ones that carry a scope's lines)
     units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
-    return FileUnits(texts, tokens, units, includes, tree.root_node.has_error, order, int(fallback))
+    return FileUnits(texts, tokens, units, includes, root.has_error, order, int(fallback))
