@@ -25,14 +25,16 @@ import numpy as np
 
 # What never counts, first match wins, left to right: comments and literals (a u8/u/U/L prefix is just
 # letters before them), and directive lines. Every alternative starts with a literal character, so the regex
-# engine skips ahead to those characters instead of trying each alternative at every position.
-_SKIP = r"""//[^\n]*                                          # line comment
-      | /\*(?:.*?\*/|.*)                                  # block comment (to the end if unclosed)
+# engine skips ahead to those characters instead of trying each alternative at every position. Their loops are
+# unrolled (a run of plain characters, then an escape or a `*` and a run again): the engine repeats a character
+# class at C speed, where a choice inside a repetition costs a step per character.
+_SKIP = r"""//[^\n]*                                                # line comment
+      | /\*(?:[^*]*\*+(?:[^/*][^*]*\*+)*/|.*)                   # block comment (to the end if unclosed)
       | R"(?P<delim>[^()\\\s"]{0,16})\((?:.*?\)(?P=delim)"|.*)   # raw string
-      | "(?:\\.|[^"\\\n])*"                               # string
-      | '(?:\\.|[^'\\\n])+'                               # char literal
+      | "[^"\\\n]*(?:\\.[^"\\\n]*)*"                             # string
+      | '(?!')[^'\\\n]*(?:\\.[^'\\\n]*)*'                        # char literal (not empty)
 """
-_DIRECTIVE = r"\#(?P<line>[ \t]*(?P<directive>\w*)(?:[^\n\\]|\\.)*)"   # from its `#`, continuations included
+_DIRECTIVE = r"\#(?P<line>[ \t]*(?P<directive>\w*)[^\n\\]*(?:\\.[^\n\\]*)*)"   # from its `#`, continuations included
 _FLAGS = re.VERBOSE | re.DOTALL
 # A directive is a line whose first character other than a space or tab is `#` (_BY_LINE: matched with the
 # newline before it; the lexers put one before the text). _STRIP matches it from its `#` instead, which the
@@ -96,30 +98,32 @@ def _skipped(text: str, pattern: re.Pattern = _STRIP) -> tuple[list, int, list]:
     """What line_depths does not count in `text`: (start, end) of every comment, literal and directive line
     and of every closed branch that does not count (see the module docstring), and where counting stops
     (a branch that does not count and is never closed: its brackets do not count, its lines keep a depth);
-    and (where its line starts, name) of every directive."""
-    skipped: list[tuple[int, int]] = []
+    and (where its line starts, name) of every directive. A comment or literal inside a closed branch that does
+    not count is a span inside that branch's span: spans nest, so it changes nothing (line_arrays)."""
+    text = "\n" + text  # offsets in the text given: one less
+    found = [(m.start(), m.end(), m.group(_DIRECTIVE_GROUP)) for m in pattern.finditer(text)]
+    skipped = [(start - 1, end - 1) for start, end, name in found if name is None]  # comments and literals
     directives: list[tuple[int, str]] = []
     branches: list[bool] = []   # stack of conditionals open in the text: True while the branch read counts
     skipped_from = -1
-    text = "\n" + text  # offsets in the text given: one less
-    for match in pattern.finditer(text):
-        directive = match.group("directive")
-        if directive is not None:
-            start = match.start() if pattern is _BY_LINE else text.rfind("\n", 0, match.start())  # its line's
-            if text[start + 1:match.start()].strip(" \t"):
-                return _skipped(text[1:], _BY_LINE)
-            directives.append((start, directive))
-            counting = all(branches)
-            _branch(branches, directive)
-            if counting:  # (inside a branch that does not count, only that branch is one span)
-                skipped.append((start, match.end() - 1))  # not its newline: the line before
-            if counting and not all(branches):
-                skipped_from = start
-            elif not counting and all(branches):
-                skipped.append((skipped_from, match.end() - 1))
-        elif all(branches):
-            skipped.append((match.start() - 1, match.end() - 1))
-    return skipped, len(text) - 1 if all(branches) else skipped_from, directives
+    for at, end, directive in found:
+        if directive is None:
+            continue
+        start = at if pattern is _BY_LINE else text.rfind("\n", 0, at)  # its line's
+        if text[start + 1:at].strip(" \t"):
+            return _skipped(text[1:], _BY_LINE)
+        directives.append((start, directive))
+        counting = all(branches)
+        _branch(branches, directive)
+        if counting:  # (inside a branch that does not count, only that branch is one span)
+            skipped.append((start, end - 1))  # not its newline: the line before
+        if counting and not all(branches):
+            skipped_from = start
+        elif not counting and all(branches):
+            skipped.append((skipped_from, end - 1))
+    if all(branches):
+        return skipped, len(text) - 1, directives
+    return [span for span in skipped if span[0] < skipped_from], skipped_from, directives  # (counting stops there)
 
 
 def _branch(branches: list[bool], directive: str) -> None:

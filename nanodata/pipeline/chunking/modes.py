@@ -73,7 +73,7 @@ class Packer:
             unit = self.index.unit(ref)
             return unit.scope, unit.tokens
         fu, scope, segments, _ = self.node(ref)
-        return scope, sum(fu.tokens[s] for s in segments)
+        return scope, sum(map(fu.tokens.__getitem__, segments))
 
     def text(self, ref) -> str:
         if len(ref) == 2:

@@ -240,9 +240,8 @@ def _statement_heads(lines: list[str], blocks: dict[int, int], joined: dict[int,
     has its `{` at heads[i], after its signature's lines. Vectorized: a line's head is the value of the
     first line from it on that stops the scan: itself, or for a joined comment the head after it."""
     n = len(lines)
-    codes = [line.strip() for line in lines]
-    special = np.array([not c or c[-1] in ";{}" or c[-1] == ":" and c[-2:] != "::" or c[0] in "#*"
-                        or c[:2] in ("//", "/*") for c in codes] + [True])
+    special = np.array([not (c := line.strip()) or c[-1] in ";{}" or c[-1] == ":" and c[-2:] != "::" or c[0] in "#*"
+                        or c[:2] in ("//", "/*") for line in lines] + [True])
     redirects = sorted(joined.keys() - blocks.keys(), reverse=True)
     special[list(blocks)] = True
     special[redirects] = True
@@ -908,7 +907,7 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
 
     scopes: dict[tuple, tuple] = {}
     for unit in builder.units:
-        unit.tokens = sum(tokens[s] for s in unit.segments)
+        unit.tokens = sum(map(tokens.__getitem__, unit.segments))
         if unit.scope not in scopes:
             scopes[unit.scope] = tuple(entry(key) for key in unit.scope)
         unit.scope = scopes[unit.scope]
