@@ -25,7 +25,15 @@ from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import balanced, lines_in_order, lines_kept, source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index
 from nanodata.pipeline.chunking.pack import counter_for
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.units import (
+    _balances_alone,
+    _Builder,
+    _consistent,
+    _line_texts,
+    _recovered,
+    parse_units,
+    parser,
+)
 
 CASES = Path(__file__).parent / "fidelity_cases"
 FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"  # found without importing torch
@@ -259,3 +267,31 @@ def test_brace_fallback_lays_out_a_later_branch_by_its_own_braces(budget):
         assert balanced(doc), doc
         if "member_" in doc:
             assert "#if ! USE_NEW_ABI\n#else\n" in doc and "class big_string {\n" in doc and doc.count("};") == 1, doc
+
+
+def test_the_parse_error_probe_agrees_with_the_walk(trees):
+    """parse_units sends a file to the brace fallback without walking its tree when a unit recovered from a parse
+    error does not balance alone (_recovered names those units' ranges, _balances_alone judges them). That shortcut
+    must agree with the check on the walked tree it stands for: on every file of the trees with parse errors, each
+    range the probe names is a unit of the full walk, and a file the probe sends to the fallback is one whose walked
+    units do not balance (_consistent)."""
+    with_errors = shortcut = 0
+    for path in sorted(p for p in trees.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        root = parser().parse(data).root_node
+        if not root.has_error:
+            continue
+        builder = _Builder(data, False, 512)
+        builder.walk(root.children, ())
+        builder.flush(())
+        spans = list(_recovered(root.children))
+        ends = defaultdict(set)  # (a unit's end may take in a `;` after its node)
+        for unit in builder.units:
+            ends[unit.start].add(unit.end)
+        assert all(any(end <= e for e in ends[start]) for start, end in spans), path
+        with_errors += 1
+        if not all(_balances_alone(data, *span) for span in spans):
+            shortcut += 1
+            texts, _ = _line_texts(data, builder.spans, builder.pairs, builder.inside)
+            assert not _consistent(builder, texts), path
+    assert with_errors > shortcut > 0  # both ways taken (6 of the 10 libstdc++ headers take the shortcut)
