@@ -66,6 +66,7 @@ class Packer:
     # what had to be cut by lines: statements (or lines) larger than the budget
     stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0})
     _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
+    _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
@@ -94,9 +95,12 @@ class Packer:
                 _, scope, segments, part = self.node(ref[:-1])
                 if ref[-1] == LEAD:
                     self._nodes[ref] = fu, scope, segments[:segments.index(part.opener)], None
-                else:
+                else:  # (siblings share one scope tuple: scope_transition between them is one `is`)
+                    inner = self._inner.get(ref[:-1])
+                    if inner is None:
+                        inner = self._inner[ref[:-1]] = scope + (part_entry(fu, part),)
                     member = part.members[ref[-1]]
-                    self._nodes[ref] = fu, scope + (part_entry(fu, part),), member.segments, member.part
+                    self._nodes[ref] = fu, inner, member.segments, member.part
         return self._nodes[ref]
 
     def preamble(self, f: int) -> list:
