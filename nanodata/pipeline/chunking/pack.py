@@ -37,6 +37,7 @@ class Counter:
     def __init__(self, tokenizer):
         encoding = tokenizer.encoding
         self.encode = encoding.encode_ordinary
+        self._encode_array = encoding.encode_to_numpy
         lengths = np.zeros(encoding.n_vocab, dtype=np.int64)
         for token in range(encoding.n_vocab):
             try:
@@ -49,8 +50,13 @@ class Counter:
         return len(self.encode(text))
 
     def token_ends(self, text: str) -> np.ndarray:
-        """Byte offset where each token of `text` ends."""
-        return np.cumsum(self.token_bytes[np.asarray(self.encode(text), dtype=np.int64)])
+        """Byte offset where each token of `text` ends. The ids come as an array straight from the encoder (no
+        Python int per token); with no special token allowed or refused, they are encode_ordinary's."""
+        try:
+            ids = self._encode_array(text, allowed_special=set(), disallowed_special=())
+        except UnicodeEncodeError:  # lone surrogates: encode_ordinary repairs them
+            ids = np.asarray(self.encode(text), dtype=np.int64)
+        return np.cumsum(self.token_bytes[ids])
 
     def count_batch(self, texts: list[str]) -> list[int]:
         if not texts:
