@@ -300,6 +300,11 @@ def _body_list(node):
     return body if body is not None and body.type == "declaration_list" else None
 
 
+def _between_braces(body) -> list:
+    """The nodes a namespace's or extern "C" block's declaration list holds between its braces."""
+    return [c for c in body.children if c.type not in ("{", "}")]
+
+
 def _branches(node) -> Iterator[tuple[object, object, list]]:
     """An `#if` chain's branches in order: (branch node, the node ending its head line, the nodes inside it).
     What tree-sitter placed after an alternative in its parent belongs to the last branch."""
@@ -341,7 +346,7 @@ def _recovered(children) -> Iterator[tuple[int, int]]:
             for _, _, inside in _branches(node):
                 yield from _recovered(inside)
         elif role == "wrapper":
-            yield from _recovered(c for c in _body_list(node).children if c.type not in ("{", "}"))
+            yield from _recovered(_between_braces(_body_list(node)))
         elif role == "region":
             for part, first, last in _region_parts(node):
                 if part == "node":
@@ -522,7 +527,7 @@ class _Builder:
         self.flush(scope)  # comments before it stay before its opener
         opener = self.segment(node.start_byte, body.start_byte + 1)
         self.last = (None, -1)
-        self.walk_scope([c for c in body.children if c.type not in ("{", "}")], scope + ((opener,),))
+        self.walk_scope(_between_braces(body), scope + ((opener,),))
         close = body.children[-1] if body.children else None
         closed = close is not None and close.type == "}" and close.end_byte > close.start_byte
         self.closers[(opener,)] = self.pairs[opener] = self.segment(close.start_byte, close.end_byte) if closed else -1
