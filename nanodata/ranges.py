@@ -113,6 +113,9 @@ REPORT_MAX_TOKENS = Range(1, MAX_TOKENS.hi)  # a report may bin a corpus by any 
 CROSS_DEPTH = Range(0, 64, default=3)
 MAX_FILE_BYTES = Range(1, 1 << 30)  # a limit a user sets (none by default): a file is read and parsed whole
 PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True, default=256)
+# near-dedup: files at or above this estimated Jaccard are near-copies (BigCode: 0.7); below 0.5 LSH needs bands
+# of a few rows, and most pairs of files in one language share that much boilerplate
+NEAR_THRESHOLD = Range(0.5, 1.0, integer=False, default=0.7)
 
 # to-parquet
 ROWS_PER_FILE = Range(1, 10_000_000, default=50_000)  # a shard is shuffled in memory

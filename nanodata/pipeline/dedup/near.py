@@ -1,0 +1,347 @@
+"""Near-duplicate files: MinHash LSH over every file of a build, verified, settled into a removal list.
+
+The rule (BigCode's, verified as The Stack v1 did): two files are near-copies when the Jaccard similarity of
+their 5-gram shingle sets, estimated from their full 256-bin signatures (minhash.py), reaches the threshold
+(default 0.7). Near-copies are joined into clusters (connected components); each cluster keeps one file and
+the others lose their docs. The kept file is the cluster's smallest *rank*: a file outside every vendoring
+directory (VENDOR_SEGMENTS) before one inside, then the earlier file in input order (its gid), the rule exact
+dedupe follows. Ranks depend on nothing but the input, so the removed set is the same for any partition size,
+worker count, bucket count or chunking mode.
+
+It runs as a map and two reduces, over files staged in one place (`near`: a local dir or gs:// prefix):
+- signatures (`SignatureSink`, in the pass that reads each file anyway): per partition P, sigs/P.bin (fixed-size
+  records: rank, size, name offset, signature), names/P.txt ("project\\tsource" lines) and bands/P.bin: each
+  signature's LSH band keys, grouped by band and sorted by (key, rank), one byte range per band;
+- band groups (`find_edges`, mapped): for its bands, every partition's records, sorted by (key, rank); files
+  sharing a key are candidates. Each candidate is checked against the first (smallest-rank) file of its key,
+  then, failing that, against up to RETRIES other members, on the full signatures (read for candidates only),
+  and only a pair at or above the threshold becomes an edge. No task holds all signatures: a group holds its
+  bands' keys (24 bytes per file per band) and the signatures of its candidates;
+- components (`settle`, one task): the edges' connected components by min-label propagation, each component's
+  smallest rank kept; removed.bin (sorted gids) and summary.json. Its memory grows with the edges, not the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from nanodata import storage
+from nanodata.pipeline.dedup.minhash import BINS, band_keys, jaccard, lsh_shape
+from nanodata.storage import join_uri as join
+from nanodata.storage.files import atomic_output
+
+# A path segment that marks vendored code (a copy of another project kept inside this one).
+VENDOR_SEGMENTS = frozenset({"third_party", "thirdparty", "3rdparty", "vendor", "vendored", "external", "extern",
+                             "deps", "contrib", "bundled", "subprojects"})
+VENDORED_BIT = 1 << 63  # in a rank: a vendored file sorts after every file that is not
+RETRIES = 16            # members a candidate that fails against its key's first file is also checked against
+EXAMPLES_KEPT = 1000    # removed files the summary names, with the file kept and their Jaccard
+LARGEST_KEPT = 20       # clusters the summary lists
+COALESCE = 64           # signature records read as one range when fewer than this many lie between two wanted
+
+SIG_DTYPE = np.dtype([("rank", "<u8"), ("size", "<u8"), ("name_start", "<u8"), ("name_len", "<u8"),
+                      ("sig", "<u4", (BINS,))])
+BAND_DTYPE = np.dtype([("key", "<u8"), ("rank", "<u8"), ("ref", "<u8")])  # ref: partition << 32 | record
+EDGE_DTYPE = np.dtype([("a", "<u8"), ("b", "<u8"), ("jaccard", "<f4")])   # ranks, a < b
+
+
+def is_vendored(path: str) -> bool:
+    """Whether a file lies under a vendoring directory (any directory segment of its path, case ignored)."""
+    return any(segment.lower() in VENDOR_SEGMENTS for segment in path.split("/")[:-1])
+
+
+def rank_of(gid: int, vendored: bool) -> int:
+    return (VENDORED_BIT if vendored else 0) | gid
+
+
+def gid_of_rank(ranks: np.ndarray) -> np.ndarray:
+    return ranks & np.uint64(VENDORED_BIT - 1)
+
+
+def _name(kind: str, number: int, suffix: str) -> str:
+    return f"{kind}/{number:05d}{suffix}"
+
+
+# ---------------------------------------------------------------- map: one partition's signatures
+
+class SignatureSink:
+    """A partition's signatures as find_edges reads them, written to a local directory by close()."""
+
+    def __init__(self, directory: Path, threshold: float):
+        self.directory = Path(directory)
+        self.bands, self.rows = lsh_shape(threshold)
+        self.records: list[tuple] = []
+        self.names = bytearray()
+        self.by_project: dict[str, list[int]] = {}  # project -> [files signed, bytes]
+
+    def add(self, gid: int, path: str, size: int, project: str, source: str, signature: np.ndarray | None) -> None:
+        """One file; a file of fewer than 5 tokens (no signature) is never a near-copy and is not recorded."""
+        if signature is None:
+            return
+        name = f"{project}\t{source}\n".encode("utf-8", "surrogatepass")
+        self.records.append((rank_of(gid, is_vendored(path)), size, len(self.names), len(name) - 1, signature))
+        self.names += name
+        counts = self.by_project.setdefault(project, [0, 0])
+        counts[0] += 1
+        counts[1] += size
+
+    def close(self, partition: int) -> dict:
+        """Write sigs.bin, names.txt, bands.bin; returns {"files", "band_offsets", "by_project"}."""
+        sigs = np.zeros(len(self.records), dtype=SIG_DTYPE)
+        for i, (rank, size, start, length, signature) in enumerate(self.records):
+            sigs[i] = (rank, size, start, length, signature)
+        keys = band_keys(sigs["sig"], self.bands, self.rows) if len(sigs) else np.zeros((0, self.bands), np.uint64)
+        bands = np.zeros((self.bands, len(sigs)), dtype=BAND_DTYPE)
+        bands["key"] = keys.T
+        bands["rank"] = sigs["rank"][None, :]
+        bands["ref"] = (np.uint64(partition) << np.uint64(32)) | np.arange(len(sigs), dtype=np.uint64)[None, :]
+        for band in bands:
+            band[:] = band[np.lexsort((band["rank"], band["key"]))]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with atomic_output(self.directory / "sigs.bin") as f:
+            f.write(sigs.tobytes())
+        with atomic_output(self.directory / "names.txt") as f:
+            f.write(bytes(self.names))
+        with atomic_output(self.directory / "bands.bin") as f:
+            f.write(bands.tobytes())
+        per_band = len(sigs) * BAND_DTYPE.itemsize
+        return {"files": len(sigs), "band_offsets": [b * per_band for b in range(self.bands + 1)],
+                "by_project": {p: c for p, c in sorted(self.by_project.items())}}
+
+
+def store_signatures(directory: Path, near: str, partition: int) -> None:
+    """A closed sink's files into the build's `near` location (local dir or gs:// prefix)."""
+    for local, kind, suffix in (("sigs.bin", "sigs", ".bin"), ("names.txt", "names", ".txt"),
+                                ("bands.bin", "bands", ".bin")):
+        storage.write_file(Path(directory) / local, join(near, _name(kind, partition, suffix)))
+
+
+# ---------------------------------------------------------------- reduce 1: a group of bands -> verified edges
+
+def group_count(files: int, bands: int, group_bytes: int = 64 << 20) -> int:
+    """How many band groups (mapped tasks): enough that a group holds about group_bytes of band records."""
+    return max(1, min(bands, math.ceil(files * bands * BAND_DTYPE.itemsize / group_bytes)))
+
+
+def group_bands(bands: int, groups: int, group: int) -> range:
+    per = math.ceil(bands / groups)
+    return range(group * per, min(bands, (group + 1) * per))
+
+
+def _read(uri: str, start: int, stop: int) -> bytes:
+    with storage.open_read(uri, start, stop) as f:
+        return f.read()
+
+
+def _runs(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For records sorted by (key, rank): (first record of the key, member) index pairs of every key shared."""
+    if len(records) < 2:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    new = np.ones(len(records), dtype=bool)
+    new[1:] = records["key"][1:] != records["key"][:-1]
+    head = np.maximum.accumulate(np.where(new, np.arange(len(records)), 0))
+    members = np.flatnonzero(~new)
+    return head[members], members
+
+
+def _load_signatures(near: str, refs: np.ndarray) -> np.ndarray:
+    """The SIG_DTYPE records of sorted unique refs (partition << 32 | record), read as coalesced ranges."""
+    out = np.zeros(len(refs), dtype=SIG_DTYPE)
+    parts = (refs >> np.uint64(32)).astype(np.int64)
+    index = (refs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    size = SIG_DTYPE.itemsize
+    for partition in np.unique(parts).tolist():
+        where = np.flatnonzero(parts == partition)
+        wanted = index[where]
+        breaks = np.flatnonzero(np.diff(wanted) > COALESCE) + 1
+        uri = join(near, _name("sigs", partition, ".bin"))
+        for run in np.split(np.arange(len(wanted)), breaks):
+            first, last = int(wanted[run[0]]), int(wanted[run[-1]])
+            block = np.frombuffer(_read(uri, first * size, (last + 1) * size), dtype=SIG_DTYPE)
+            out[where[run]] = block[wanted[run] - first]
+    return out
+
+
+def _names(near: str, sigs: np.ndarray, refs: np.ndarray) -> list[tuple[str, str]]:
+    """(project, source) of each record, read from its partition's names file."""
+    names: list[tuple[str, str]] = [("", "")] * len(sigs)
+    parts = (refs >> np.uint64(32)).astype(np.int64)
+    for partition in np.unique(parts).tolist():
+        where = np.flatnonzero(parts == partition)
+        starts, lengths = sigs["name_start"][where], sigs["name_len"][where]
+        lo, hi = int(starts.min()), int((starts + lengths).max())
+        block = _read(join(near, _name("names", partition, ".txt")), lo, hi)
+        for i, start, length in zip(where.tolist(), (starts - lo).tolist(), lengths.tolist(), strict=True):
+            project, _, source = block[start:start + length].decode("utf-8", "surrogatepass").partition("\t")
+            names[i] = (project, source)
+    return names
+
+
+def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, list[int]]], threshold: float) -> dict:
+    """Mapped: the verified near-copy pairs among the files sharing a key in any of `bands`, written to
+    edges/GGGGG.bin (EDGE_DTYPE) and members/GGGGG.jsonl (rank, size, project, source of each file in an edge).
+    partitions: (partition number, its band_offsets) of every partition that signed a file."""
+    heads, members = [], []
+    for band in bands:
+        records = [np.frombuffer(_read(join(near, _name("bands", p, ".bin")), offsets[band], offsets[band + 1]),
+                                 dtype=BAND_DTYPE) for p, offsets in partitions if offsets[band + 1] > offsets[band]]
+        merged = np.concatenate(records) if records else np.zeros(0, BAND_DTYPE)
+        merged = merged[np.lexsort((merged["rank"], merged["key"]))]
+        head, member = _runs(merged)
+        heads.append(merged[head][["rank", "ref"]])
+        members.append(merged[member][["rank", "ref", "key"]])
+    head = np.concatenate(heads) if heads else np.zeros(0, BAND_DTYPE[["rank", "ref"]])
+    member = np.concatenate(members) if members else np.zeros(0, BAND_DTYPE[["rank", "ref", "key"]])
+    # one check per (first, member) pair, however many bands it shares
+    pairs = np.unique(np.stack([head["ref"], member["ref"]], axis=1), axis=0) if len(head) else np.zeros((0, 2), np.uint64)
+    refs = np.unique(pairs)
+    sigs = _load_signatures(near, refs)
+    row = {int(r): i for i, r in enumerate(refs.tolist())}
+    ia = np.searchsorted(refs, pairs[:, 0])
+    ib = np.searchsorted(refs, pairs[:, 1])
+    similar = jaccard(sigs["sig"][ia], sigs["sig"][ib]) if len(pairs) else np.zeros(0)
+    passed = similar >= threshold
+    edges = [(ia[passed], ib[passed], similar[passed])]
+    retried = _retry_failed(member, sigs, row, set(pairs[~passed, 1].tolist()), threshold)
+    if retried:
+        a, b, j = zip(*retried, strict=True)
+        edges.append((np.array(a, np.intp), np.array(b, np.intp), np.array(j)))
+    a = np.concatenate([e[0] for e in edges]).astype(np.intp)
+    b = np.concatenate([e[1] for e in edges]).astype(np.intp)
+    j = np.concatenate([e[2] for e in edges]).astype(np.float32)
+    ranks = sigs["rank"]
+    out = np.zeros(len(a), dtype=EDGE_DTYPE)
+    out["a"], out["b"], out["jaccard"] = np.minimum(ranks[a], ranks[b]), np.maximum(ranks[a], ranks[b]), j
+    out = np.unique(out)  # sorted, one row per pair
+    storage.write_bytes(join(near, _name("edges", group, ".bin")), out.tobytes())
+    used = np.unique(np.concatenate([a, b]))
+    names = _names(near, sigs[used], refs[used])
+    lines = "".join(json.dumps({"rank": int(sigs["rank"][i]), "size": int(sigs["size"][i]), "project": p,
+                                "source": s}, ensure_ascii=False) + "\n" for i, (p, s) in zip(used.tolist(), names, strict=True))
+    storage.write_bytes(join(near, _name("members", group, ".jsonl")), lines.encode("utf-8", "surrogatepass"))
+    return {"group": group, "bands": [bands.start, bands.stop], "candidate_pairs": len(pairs),
+            "edges": len(out), "rejected": int((~passed).sum()) - len(retried)}
+
+
+def _retry_failed(member: np.ndarray, sigs: np.ndarray, row: dict, failed: set, threshold: float) -> list:
+    """A candidate unlike its key's first file may still be like another member of that key (a cluster that
+    drifts): check it against up to RETRIES members before it, in rank order."""
+    if not failed:
+        return []
+    found = []
+    order = np.lexsort((member["rank"], member["key"]))
+    member = member[order]
+    start = 0
+    for end in np.append(np.flatnonzero(member["key"][1:] != member["key"][:-1]) + 1, len(member)).tolist():
+        refs = member["ref"][start:end].tolist()
+        for k, ref in enumerate(refs):
+            if ref in failed and k:
+                earlier = [row[r] for r in refs[max(0, k - RETRIES):k]]
+                similar = jaccard(sigs["sig"][earlier], sigs["sig"][row[ref]])
+                best = int(np.argmax(similar))
+                if similar[best] >= threshold:
+                    found.append((earlier[best], row[ref], float(similar[best])))
+        start = end
+    return found
+
+
+# ---------------------------------------------------------------- reduce 2: edges -> clusters -> removed files
+
+def _components(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Each node's component label: the smallest node index in it (min-label propagation + pointer jumping)."""
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, low)
+        np.minimum.at(label, b, low)
+        label = label[label]
+        while not np.array_equal(label, label[label]):
+            label = label[label]
+        if np.array_equal(label, before):
+            return label
+
+
+def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
+    """One task: every group's edges -> connected components -> removed.bin (sorted gids of the files that lose
+    their docs) and summary.json. by_project: project -> [files signed, bytes], summed over partitions."""
+    edges = [np.frombuffer(storage.read_bytes(join(near, _name("edges", g, ".bin"))) or b"", dtype=EDGE_DTYPE)
+             for g in range(groups)]
+    edge = np.unique(np.concatenate(edges)) if edges else np.zeros(0, EDGE_DTYPE)
+    members: dict[int, dict] = {}
+    for g in range(groups):
+        for line in (storage.read_bytes(join(near, _name("members", g, ".jsonl"))) or b"").splitlines():
+            record = json.loads(line)
+            members[record["rank"]] = record
+    nodes = np.unique(np.concatenate([edge["a"], edge["b"]])) if len(edge) else np.zeros(0, np.uint64)
+    ia, ib = np.searchsorted(nodes, edge["a"]), np.searchsorted(nodes, edge["b"])
+    label = _components(ia, ib, len(nodes))
+    removed = np.flatnonzero(label != np.arange(len(nodes)))
+    kept = label[removed]
+    # a removed file's Jaccard to the file kept in its place (its edge to it), else its closest verified neighbour
+    best = np.zeros(len(nodes), dtype=np.float32)
+    np.maximum.at(best, ia, edge["jaccard"])
+    np.maximum.at(best, ib, edge["jaccard"])
+    direct = {(int(x), int(y)): float(j) for x, y, j in zip(ia[label[ib] == ia].tolist(), ib[label[ib] == ia].tolist(),
+                                                             edge["jaccard"][label[ib] == ia].tolist(), strict=True)}
+    similar = np.array([direct.get((int(k), int(r)), float(best[r])) for k, r in zip(kept, removed, strict=True)])
+    removed_gids = np.sort(gid_of_rank(nodes[removed]))
+    storage.write_bytes(join(near, "removed.bin"), removed_gids.astype("<u8").tobytes())
+    summary = _summary(nodes, label, removed, kept, similar, members, by_project, threshold)
+    summary["candidate_pairs_verified"] = int(len(edge))
+    storage.write_bytes(join(near, "summary.json"), json.dumps(summary, indent=1, sort_keys=True).encode())
+    return summary
+
+
+def _summary(nodes, label, removed, kept, similar, members: dict, by_project: dict, threshold: float) -> dict:
+    def member(i: int) -> dict:
+        return members[int(nodes[i])]
+
+    sizes = np.array([member(i)["size"] for i in range(len(nodes))], dtype=np.int64)
+    projects: dict[str, dict] = {}
+    for r in removed.tolist():
+        counts = projects.setdefault(member(r)["project"], {"removed": 0, "bytes_removed": 0})
+        counts["removed"] += 1
+        counts["bytes_removed"] += int(sizes[r])
+    for project, counts in projects.items():
+        files, size = by_project.get(project, [counts["removed"], counts["bytes_removed"]])
+        counts.update(files=files, bytes=size, kept=files - counts["removed"])
+    roots, cluster_size = np.unique(label, return_counts=True) if len(label) else (np.zeros(0, int), np.zeros(0, int))
+    cluster_bytes = np.bincount(label, weights=sizes, minlength=len(nodes)) if len(nodes) else np.zeros(0)
+    biggest = sorted(zip((-cluster_size).tolist(), roots.tolist(), strict=True))[:LARGEST_KEPT]
+    edges = np.linspace(threshold, 1.0, 11) if threshold < 1 else np.array([1.0, 1.0])
+    histogram, _ = np.histogram(similar, bins=edges) if len(similar) else (np.zeros(len(edges) - 1, int), None)
+    bands, rows = lsh_shape(threshold)
+    return {
+        "threshold": threshold, "bands": bands, "rows": rows,
+        "files_removed": int(len(removed)), "bytes_removed": int(sizes[removed].sum()) if len(removed) else 0,
+        "clusters": int(len(roots)),
+        "files_signed": int(sum(c[0] for c in by_project.values())),
+        "examples": [{"removed": member(r)["source"], "kept": member(k)["source"], "jaccard": round(float(j), 4)}
+                     for r, k, j in list(zip(removed.tolist(), kept.tolist(), similar.tolist(), strict=True))[:EXAMPLES_KEPT]],
+        "by_project": dict(sorted(projects.items(), key=lambda item: (-item[1]["removed"], item[0]))),
+        "largest_clusters": [{"kept": member(root)["source"], "files": -negative, "bytes": int(cluster_bytes[root]),
+                              "removed_projects": sorted({member(i)["project"] for i in np.flatnonzero(label == root).tolist()
+                                                          if i != root})[:10]}
+                             for negative, root in biggest],
+        "jaccard_histogram": [{"from": round(float(lo), 3), "to": round(float(hi), 3), "files": int(n)}
+                              for lo, hi, n in zip(edges[:-1], edges[1:], histogram, strict=True)],
+    }
+
+
+def load_removed(near: str) -> np.ndarray:
+    """The sorted gids whose docs are dropped (empty when nothing was removed)."""
+    data = storage.read_bytes(join(near, "removed.bin"))
+    return np.frombuffer(data or b"", dtype="<u8")
+
+
+def is_removed(removed: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """Elementwise: whether each gid is in the sorted removed array."""
+    if not len(removed) or not len(gids):
+        return np.zeros(len(gids), dtype=bool)
+    at = np.minimum(np.searchsorted(removed, gids), len(removed) - 1)
+    return removed[at] == gids
