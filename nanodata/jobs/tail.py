@@ -37,6 +37,7 @@ from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, 
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
 from nanodata.pipeline.chunking.writer import from_staged
+from nanodata.pipeline.dedup.exact import first_occurrences
 from nanodata.pipeline.shard_stats import shard_stats
 from nanodata.pipeline.shuffle import (
     FILE_BYTES,
@@ -229,15 +230,8 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
                     out.write(line)
                     size += len(line)
         n = len(hi)
-        if n:
-            his, los = np.frombuffer(hi, dtype=np.uint64), np.frombuffer(lo, dtype=np.uint64)
-            place = np.frombuffer(order, dtype=np.int64).reshape(n, 3)
-            ranked = np.lexsort((place[:, 2], place[:, 1], place[:, 0], los, his))
-            first = np.ones(n, dtype=bool)
-            first[1:] = (his[ranked][1:] != his[ranked][:-1]) | (los[ranked][1:] != los[ranked][:-1])
-            kept = np.sort(ranked[first])
-        else:
-            kept = np.zeros(0, dtype=np.int64)
+        kept = first_occurrences(np.frombuffer(hi, dtype=np.uint64), np.frombuffer(lo, dtype=np.uint64),
+                                 np.frombuffer(order, dtype=np.int64).reshape(n, 3))
         shards = tail["shards"]
         dest = np.zeros(len(kept), dtype=np.int64)
         for i, j in enumerate(kept.tolist()):
@@ -271,7 +265,7 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
         spool = SortedSpool(tmp / "shard.jsonl")
         try:
             for line in _read_ranges(sources, shard):
-                digest, _, _, doc = from_staged(line)
+                digest, _, _, _, doc = from_staged(line)
                 spool.add(shuffle_key(digest, seed), doc)
             val = shard == tail["shards"]
             names: list[str] = []

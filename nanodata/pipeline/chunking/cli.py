@@ -14,6 +14,7 @@ from nanodata.ranges import (
     MAX_FILE_BYTES,
     MAX_TOKENS,
     MIN_TOKENS,
+    NEAR_THRESHOLD,
     PARTITION_MB,
     PROCESS_WORKERS,
     ROWS_PER_FILE,
@@ -67,10 +68,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "summary (default: no limit; a file is parsed whole, a big one is just more docs)")
     parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
                         help="comma-separated C++ file extensions for --project-dirs")
+    parser.add_argument("--dedup", choices=("near", "exact"), default="near",
+                        help="near (default): a file whose 5-gram shingles have an estimated Jaccard >= "
+                             "--near-threshold with a kept file loses its docs (MinHash LSH, every candidate pair "
+                             "verified on its full signature; the kept copy of a cluster is the first in input order, "
+                             "a copy under third_party/, vendor/, 3rdparty/, contrib/, ... losing to one that is not), "
+                             "then exact duplicate docs are dropped; exact: only exact duplicate docs")
+    parser.add_argument("--near-threshold", type=flag(NEAR_THRESHOLD), default=NEAR_THRESHOLD.default, metavar="J",
+                        help=f"--dedup near: the Jaccard at which two files are near-copies, from {NEAR_THRESHOLD.lo:g} "
+                             f"to {NEAR_THRESHOLD.hi:g} (default: {NEAR_THRESHOLD.default:g}, BigCode's)")
     parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
                         help="processes; output is identical for any value")
     parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=PARTITION_MB.default,
-                        help="global modes: parse/emit in partitions of this many MB of source, staged on disk "
+                        help="global modes and --dedup near: parse/emit in partitions of this many MB of source, staged on disk "
                              "next to OUTPUT, so memory stays bounded; output is identical for any value "
                              f"(default: {PARTITION_MB.default:g})")
     parser.add_argument("--append", action="store_true",
@@ -99,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
     config = ChunkConfig(mode=args.mode, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
                          cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
-                         partition_mb=args.partition_mb, extensions=extensions)
+                         partition_mb=args.partition_mb, extensions=extensions, dedup=args.dedup,
+                         near_threshold=args.near_threshold)
     common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
               "progress": not args.no_progress}
     if args.parquet_dir:
@@ -117,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
           f"balanced, {total['oversized_statement_cuts']} oversized statements cut ({total['cut_docs']} docs), "
           f"{total['parse_error_regions']} parse-error regions | per project (see OUTPUT.done for all): "
           + ", ".join(f"{p} {t['lines_kept_pct']}% kept {t['balanced_docs_pct']}% balanced" for p, t in worst))
+    if s["near_duplicates"] is not None:
+        near = s["near_duplicates"]
+        print(f"near-duplicates (Jaccard >= {near['threshold']:g}): {near['files_removed']} of {near['files_signed']} "
+              f"files removed ({near['bytes_removed']} bytes, {near['docs_removed']} docs) in {near['clusters']} "
+              f"clusters; examples in 'near_duplicates' of the summary")
     if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
         where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
         print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "

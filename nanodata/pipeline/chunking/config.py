@@ -11,7 +11,9 @@ from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, PARTITION_MB, PROCESS_WORKERS
+from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, NEAR_THRESHOLD, PARTITION_MB, PROCESS_WORKERS
+
+DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,7 +21,9 @@ class ChunkConfig:
     """mode: one of MODES. max_tokens: the budget of every doc, counted with `tokenizer` (a tiktoken name or a
     trained tokenizer directory). cross_depth: how far cross-file dependencies are followed. max_file_bytes: larger
     files are skipped and listed (None, the default: no limit). workers: processes (the output is the same for any). partition_mb: global modes
-    parse and emit partitions of this much source. extensions: the C++ files of a project directory."""
+    parse and emit partitions of this much source. extensions: the C++ files of a project directory. dedup: "near"
+    (files whose estimated Jaccard with a kept file is >= near_threshold lose their docs, nanodata.pipeline.dedup.near;
+    then exact duplicate docs) or "exact" (exact duplicate docs only)."""
     mode: str = "basic"
     max_tokens: int = MAX_TOKENS.default
     tokenizer: str = "cl100k_base"
@@ -28,6 +32,8 @@ class ChunkConfig:
     workers: int = PROCESS_WORKERS.default
     partition_mb: float = PARTITION_MB.default
     extensions: tuple[str, ...] = CPP_EXTENSIONS
+    dedup: str = "near"
+    near_threshold: float = NEAR_THRESHOLD.default
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -38,6 +44,9 @@ class ChunkConfig:
             value = getattr(self, name[2:].replace("-", "_"))
             if value is not None or name != "--max-file-bytes":  # no file size limit unless one is given
                 allowed.check(name, value)
+        if self.dedup not in DEDUPS:
+            raise NanodataError(f"--dedup {self.dedup!r}: expected one of {', '.join(DEDUPS)}")
+        object.__setattr__(self, "near_threshold", NEAR_THRESHOLD.check("--near-threshold", self.near_threshold))
         object.__setattr__(self, "tokenizer", str(self.tokenizer))
         object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
         counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work
@@ -45,4 +54,4 @@ class ChunkConfig:
     def worker_settings(self) -> dict:
         """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
         return {"tokenizer": self.tokenizer, "mode": self.mode, "budget": self.max_tokens,
-                "cross_depth": self.cross_depth}
+                "cross_depth": self.cross_depth, "near": self.near_threshold if self.dedup == "near" else None}

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
@@ -37,7 +38,9 @@ from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
-from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_line, work_path
+from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
+from nanodata.pipeline.dedup.minhash import signature
+from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed, reduce_here, store_signatures
 from nanodata.pipeline.workers import process_pool
 from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION
 from nanodata.storage import parse_gs
@@ -65,13 +68,16 @@ def _init_worker(settings: dict) -> None:
 
 
 def _parse(src: SourceFile):
+    """(units, near-dedup signature or None) of a file, or (None, its Problem)."""
     text, problem = load_text(src)
     if problem is not None:
         return None, problem
+    # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
+    sig = signature(text) if _state.get("near") is not None else None
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
-    return parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                       split_bytes=_state["budget"]), None
+    return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
+                        split_bytes=_state["budget"]), sig), None
 
 
 def _chunker(files: dict) -> Chunker:
@@ -90,19 +96,23 @@ def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) 
 
 
 def _chunk_file(src: SourceFile):
-    """Local modes: one file in, its docs out."""
-    fu, problem = _parse(src)
-    if fu is None:
+    """Local modes: one file in, its docs (and signature) out."""
+    parsed, problem = _parse(src)
+    if parsed is None:
         return problem
-    return _chunked(src.gid, src.source, src.project, src.size, fu)
+    fu, sig = parsed
+    result = _chunked(src.gid, src.source, src.project, src.size, fu)
+    result.signature = sig
+    return result
 
 
 def _parse_file(src: SourceFile):
-    """Global modes, pass 1: one file in, its units (pickled) and definitions out."""
-    fu, problem = _parse(src)
-    if fu is None:
+    """Global modes, pass 1: one file in, its units (pickled), definitions and signature out."""
+    parsed, problem = _parse(src)
+    if parsed is None:
         return problem
-    return FileResult(src.gid, src.size, fu.syntax_errors,
+    fu, sig = parsed
+    return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig,
                       payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
 
 
@@ -122,6 +132,7 @@ class FileResult:
     rank: int = 0
     project: str = ""
     stats: dict | None = None   # fidelity.file_stats of its docs
+    signature: np.ndarray | None = None  # near-dedup's (minhash.signature), when the run asks for it
 
 
 def _bytes_of(item) -> int:
@@ -255,17 +266,40 @@ def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
             raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
 
 
-def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None):
-    """Local modes: the docs of each usable item, in input order (lists of Doc)."""
-    for result in _results(_chunk_file, items, settings, workers, tally, bar):
-        yield result.docs
+def _signed(results, items_by_gid: dict, sink: SignatureSink | None):
+    """Results passed through, each file's signature handed to the sink (near-dedup's map) on the way."""
+    for result in results:
+        if sink is not None:
+            src = items_by_gid.pop(result.gid)
+            sink.add(result.gid, src.path, src.size, src.project, src.source, result.signature)
+        yield result
 
 
-def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, bar=None) -> None:
-    """Global modes, map 1: parse a partition's items into a unit store."""
+def _remembered(items, items_by_gid: dict):
+    """Items passed through, each file's names kept until its result comes back (a bounded window)."""
+    for item in items:
+        if isinstance(item, SourceFile):
+            items_by_gid[item.gid] = SourceFile(item.gid, item.source, item.project, item.path, size=item.size)
+        yield item
+
+
+def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None, sink: SignatureSink | None = None):
+    """Local modes: each usable item's FileResult (its docs), in input order; signatures to `sink` when given."""
+    names: dict = {}
+    if sink is not None:
+        items = _remembered(items, names)
+    yield from _signed(_results(_chunk_file, items, settings, workers, tally, bar), names, sink)
+
+
+def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, bar=None,
+                sink: SignatureSink | None = None) -> None:
+    """Global modes, map 1: parse a partition's items into a unit store; signatures to `sink` when given."""
     store = UnitStore(store_path)
+    names: dict = {}
+    if sink is not None:
+        items = _remembered(items, names)
     try:
-        for result in _results(_parse_file, items, settings, workers, tally, bar):
+        for result in _signed(_results(_parse_file, items, settings, workers, tally, bar), names, sink):
             store.add_file(result.gid, result.size, result.syntax_errors, *result.payload)
     finally:
         store.close()
@@ -279,32 +313,40 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
         rows = stored_files(store_path, index_path)
         for result in _results(_emit_file, rows, {**settings, "index": str(index_path)}, workers, tally, bar):
             start = out.tell()
-            out.write(b"".join(staged_line(d, settings["mode"]) for d in result.docs))
+            out.write(b"".join(staged_line(d, settings["mode"], result.gid) for d in result.docs))
             if not groups or groups[-1][0] != result.rank:
                 groups.append([result.rank, start, start])
             groups[-1][2] = out.tell()
     return groups
 
 
-def stage_docs(docs_lists, out_path, mode: str) -> list:
-    """Local modes in a DAG task: a partition's docs as staged lines; one group (rank 0)."""
+def stage_docs(results, out_path, mode: str) -> list:
+    """Local modes staged for a later merge: a partition's docs (FileResults) as staged lines; one group (rank 0)."""
     with atomic_output(out_path) as out:
-        for docs in docs_lists:
-            out.write(b"".join(staged_line(d, mode) for d in docs))
+        for result in results:
+            out.write(b"".join(staged_line(d, mode, result.gid) for d in result.docs))
         size = out.tell()
     return [[0, 0, size]]
 
 
-def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_part=None, release=None) -> None:
-    """Concatenate staged docs in (rank, partition) order into `writer` (which drops duplicates).
-    parts: (partition number, staged docs path, groups from emit_store / stage_docs); release(path)
-    is called once a path's last range has been read."""
-    open_part = open_part or (lambda path: open(path, "rb"))
+def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
+    """Concatenate staged docs in (rank, partition) order into `writer` (which drops exact duplicates), leaving
+    out the docs of the files in `removed` (sorted gids: near-copies) first. parts: (partition number, staged docs
+    path, groups from emit_store / stage_docs). Returns the docs left out."""
     ranges = sorted((rank, number, path, start, stop) for number, path, groups in parts
                     for rank, start, stop in groups)
-    last_use = {path: i for i, (_, _, path, _, _) in enumerate(ranges)}
-    for i, (_, _, path, start, stop) in enumerate(ranges):
-        with open_part(path) as f:
+    dropped = 0
+
+    def write(batch: list[bytes]) -> None:
+        nonlocal dropped
+        if removed is not None and len(removed) and batch:
+            gone = is_removed(removed, np.array([staged_gid(line) for line in batch], dtype=np.uint64))
+            dropped += int(gone.sum())
+            batch = [line for line, out in zip(batch, gone.tolist(), strict=True) if not out]
+        writer.write_staged(batch)
+
+    for _, _, path, start, stop in ranges:
+        with open(path, "rb") as f:
             f.seek(start)
             left, batch = stop - start, []
             while left > 0:
@@ -314,11 +356,10 @@ def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, open_par
                 left -= len(line)
                 batch.append(line)
                 if len(batch) >= MERGE_BATCH:
-                    writer.write_staged(batch)
+                    write(batch)
                     batch = []
-            writer.write_staged(batch)
-        if release is not None and last_use[path] == i:
-            release(path)
+            write(batch)
+    return dropped
 
 
 # ---------------------------------------------------------------- the CLI's run
@@ -399,18 +440,18 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
         output.parent.mkdir(parents=True, exist_ok=True)
         writer = make_writer()
     bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
-    index_counts: dict = {}
+    counts_of_run: dict = {}
     try:
-        if mode not in GLOBAL_MODES:
-            for docs in chunk_items(items, settings, workers, tally, bar):
-                writer.write(docs)
+        if mode not in GLOBAL_MODES and settings["near"] is None:
+            for result in chunk_items(items, settings, workers, tally, bar):
+                writer.write(result.docs)
         else:
             work = work_path(output, "work")
             shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
             work.mkdir()
             try:
-                index_counts = _global_run(items, settings, workers, tally, bar, work, int(config.partition_mb * 2 ** 20),
-                                           writer)
+                counts_of_run = _staged_run(items, settings, workers, tally, bar, work,
+                                            int(config.partition_mb * 2 ** 20), writer)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         if tally.files_read == 0:
@@ -439,7 +480,8 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
         "problems": counts["problems"], "max_file_bytes": config.max_file_bytes,
         "files_too_big": counts["files_too_big"], "too_big": counts["too_big"],
         # global modes: per project, names defined more than once with one qualification (never pulled)
-        **{k: index_counts[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in index_counts},
+        **{k: counts_of_run[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in counts_of_run},
+        "dedup": config.dedup, "near_duplicates": counts_of_run.get("near_duplicates"),
         # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)
         "fidelity": summarize(counts["fidelity"]),
     }
@@ -453,22 +495,43 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     return summary
 
 
-def _global_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Path, partition_bytes: int,
+def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Path, partition_bytes: int,
                 writer: JsonlWriter) -> dict:
-    """map (parse each partition) -> reduce (index) -> map (emit each partition) -> merge, in a temp dir.
-    Returns the index's counts."""
-    stores = []
+    """A run whose docs wait for a reduce, in a temp dir: the file pass over each partition (chunk in local modes,
+    parse in global ones; near-dedup's signatures taken on the way) -> the reduces (the global modes' index, then
+    emit; near-dedup's band groups and components) -> merge in input order, near-copies' docs left out.
+    Returns the index's counts and the near-dedup summary."""
+    local = settings["mode"] not in GLOBAL_MODES
+    threshold = settings["near"]
+    parts, stores, signed = [], [], []
     for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
-        stores.append(tmp / f"units-{number:05d}.sqlite")
-        parse_items(part, settings, workers, stores[-1], tally, bar)
-    index = tmp / "index.sqlite"
-    counts = build_index(stores, index, settings["mode"], tmp)
-    parts = []
-    emitted = Tally()
-    for number, store in enumerate(stores):
-        docs = tmp / f"docs-{number:05d}.jsonl"
-        parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
-        store.unlink()
-    tally.fidelity = emitted.fidelity  # the emit pass makes the docs
-    merge_docs(parts, writer)
+        sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
+        if local:
+            docs = tmp / f"docs-{number:05d}.jsonl"
+            parts.append((number, str(docs), stage_docs(chunk_items(part, settings, workers, tally, bar, sink), docs,
+                                                        settings["mode"])))
+        else:
+            stores.append(tmp / f"units-{number:05d}.sqlite")
+            parse_items(part, settings, workers, stores[-1], tally, bar, sink)
+        if sink is not None:
+            signed.append((number, sink.close(number)))
+            store_signatures(sink.directory, str(tmp / "near"), number)
+            shutil.rmtree(sink.directory)
+    counts: dict = {}
+    if not local:
+        index = tmp / "index.sqlite"
+        counts = build_index(stores, index, settings["mode"], tmp)
+        emitted = Tally()
+        for number, store in enumerate(stores):
+            docs = tmp / f"docs-{number:05d}.jsonl"
+            parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
+            store.unlink()
+        tally.fidelity = emitted.fidelity  # the emit pass makes the docs
+    removed = None
+    if threshold is not None:
+        counts["near_duplicates"] = reduce_here(str(tmp / "near"), signed, threshold)
+        removed = load_removed(str(tmp / "near"))
+    docs_removed = merge_docs(parts, writer, removed)
+    if threshold is not None:
+        counts["near_duplicates"]["docs_removed"] = docs_removed
     return counts

@@ -9,8 +9,7 @@ Appending is crash-idempotent: the run first records where OUTPUT ended (OUTPUT.
 a re-run that finds that record (the previous append was killed) cuts OUTPUT back there first, so
 it ends with exactly the bytes one uninterrupted append gives. The record goes after the .done marker.
 
-The set of texts already written is a table on disk (SQLite, keyed by a 16-byte digest), not a
-Python set: a corpus of millions of docs would otherwise hold ~100 bytes per doc in memory.
+Exact duplicates are dropped by nanodata.pipeline.dedup.exact's rule (the DAG's bucket tasks apply the same).
 
 Passes that hand docs to a later merge stage them as `staged_line`s: the output line behind a short
 header with what the writer needs (the text's digest, tokens, split or not). The merge is one process
@@ -21,21 +20,19 @@ there is done once, by the parallel tasks that make the docs.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 from nanodata.corpus.layout import CHUNK_SUMMARY
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.pack import Doc
+from nanodata.pipeline.dedup.exact import SeenTexts, digest_of
 from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
 from nanodata.ranges import ROW_GROUP_SIZE
 from nanodata.storage.files import atomic_write, commit, temp_name
 
-SEEN_CACHE_KIB = 32 * 1024
 CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
 
@@ -45,46 +42,30 @@ def doc_line(doc: Doc, mode: str) -> str:
                        "kind": doc.kind}, ensure_ascii=False) + "\n"
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+def staged_line(doc: Doc, mode: str, gid: int) -> bytes:
+    """A doc as passes stage it for the merge: "DIGEST TOKENS SPLIT GID\\t" + its output line (the JSON line
+    holds no raw tab or newline, so the first tab ends the header and the line ends with the doc). GID is its
+    file's, so a file found to be a near-copy can lose its docs after they were made."""
+    return (f"{digest_of(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')} {gid}\t"
+            f"{doc_line(doc, mode)}").encode()
 
 
-def staged_line(doc: Doc, mode: str) -> bytes:
-    """A doc as passes stage it for the merge: "DIGEST TOKENS SPLIT\\t" + its output line (the JSON line
-    holds no raw tab or newline, so the first tab ends the header and the line ends with the doc)."""
-    return f"{_digest(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')}\t{doc_line(doc, mode)}".encode()
-
-
-def from_staged(line: bytes) -> tuple[bytes, int, bool, bytes]:
-    """(digest, tokens, split, output line) of a staged line."""
+def from_staged(line: bytes) -> tuple[bytes, int, bool, int, bytes]:
+    """(digest, tokens, split, gid of its file, output line) of a staged line."""
     header, _, out = line.partition(b"\t")
-    digest, tokens, split = header.split(b" ")
-    return bytes.fromhex(digest.decode("ascii")), int(tokens), split == b"1", out
+    digest, tokens, split, gid = header.split(b" ")
+    return bytes.fromhex(digest.decode("ascii")), int(tokens), split == b"1", int(gid), out
+
+
+def staged_gid(line: bytes) -> int:
+    """The gid of a staged line's file (the header's last field)."""
+    return int(line[:line.index(b"\t")].rsplit(b" ", 1)[1])
 
 
 def work_path(output: Path, what: str) -> Path:
     """A run's work file or directory, next to OUTPUT and named after it: what a killed run left there
     is cleared by the next run, never piled up under fresh random names."""
     return output.with_name(f".{output.name}.{what}")
-
-
-class SeenTexts:
-    """Digests of the texts written so far, on disk; `add(digest)` says whether its text is new."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        path.unlink(missing_ok=True)  # a killed run's table
-        self.db = sqlite3.connect(path)
-        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{SEEN_CACHE_KIB}"):
-            self.db.execute(f"PRAGMA {pragma}")
-        self.db.execute("CREATE TABLE seen(digest BLOB PRIMARY KEY) WITHOUT ROWID")
-
-    def add(self, digest: bytes) -> bool:
-        return self.db.execute("INSERT OR IGNORE INTO seen VALUES (?)", (digest,)).rowcount == 1
-
-    def close(self) -> None:
-        self.db.close()
-        self.path.unlink(missing_ok=True)
 
 
 class JsonlWriter:
@@ -114,12 +95,12 @@ class JsonlWriter:
         atomic_write(self.resume, json.dumps({"offset": start}))
 
     def write(self, docs: list[Doc]) -> None:
-        self._write([(_digest(d.text), d.tokens, d.kind == "split", doc_line(d, self.mode).encode("utf-8"))
+        self._write([(digest_of(d.text), d.tokens, d.kind == "split", doc_line(d, self.mode).encode("utf-8"))
                      for d in docs])
 
     def write_staged(self, lines: list[bytes]) -> None:
         """Docs staged (staged_line) with this writer's mode, written as they are: no JSON parsed or made."""
-        self._write([from_staged(line) for line in lines])
+        self._write([(digest, tokens, split, out) for digest, tokens, split, _, out in map(from_staged, lines)])
 
     def _write(self, docs: list[tuple[bytes, int, bool, bytes]]) -> None:
         lines = []

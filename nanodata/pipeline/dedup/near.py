@@ -345,3 +345,28 @@ def is_removed(removed: np.ndarray, gids: np.ndarray) -> np.ndarray:
         return np.zeros(len(gids), dtype=bool)
     at = np.minimum(np.searchsorted(removed, gids), len(removed) - 1)
     return removed[at] == gids
+
+
+# ---------------------------------------------------------------- one machine: the reduces in turn
+
+def signed_partitions(signed: list[tuple[int, dict]]) -> tuple[list[tuple[int, list[int]]], dict, int]:
+    """From each partition's sink result (number, SignatureSink.close()): find_edges' partition list, the files
+    signed per project summed (project -> [files, bytes]), and the number of files signed."""
+    partitions = [(number, info["band_offsets"]) for number, info in signed if info["files"]]
+    by_project: dict[str, list[int]] = {}
+    for _, info in signed:
+        for project, (files, size) in info["by_project"].items():
+            counts = by_project.setdefault(project, [0, 0])
+            counts[0] += files
+            counts[1] += size
+    return partitions, by_project, sum(info["files"] for _, info in signed)
+
+
+def reduce_here(near: str, signed: list[tuple[int, dict]], threshold: float) -> dict:
+    """Every band group, then settle, in this process (what the DAG's mapped tasks and its settle task do)."""
+    partitions, by_project, files = signed_partitions(signed)
+    bands, _ = lsh_shape(threshold)
+    groups = group_count(files, bands)
+    for group in range(groups):
+        find_edges(near, group, group_bands(bands, groups, group), partitions, threshold)
+    return settle(near, groups, by_project, threshold)
