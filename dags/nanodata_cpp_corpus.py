@@ -2,8 +2,8 @@
 ### nanodata_cpp_corpus
 
 Builds a C++ pretraining corpus:
-**target → plan → parse (mapped) → index → chunk (mapped) → route → bucket (mapped) → shard (mapped) → publish
-→ report → cleanup**.
+**target → plan → parse (mapped) → index → chunk (mapped) → near (mapped) → settle → route → bucket (mapped) →
+shard (mapped) → publish → report → cleanup**.
 
 * `target` checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
   run builds what the deployment configured instead of the form's defaults: the Airflow Variables
@@ -21,6 +21,12 @@ Builds a C++ pretraining corpus:
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
   Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
   (batched above 1,024), so the Celery workers share one build.
+* Near-dedup (`dedup` = near, the default): the pass that reads each file (parse, or chunk in local modes) also
+  writes its MinHash signature (BigCode's 5-gram shingles) and LSH band keys; each mapped `near` task takes a
+  group of bands and keeps the candidate pairs whose Jaccard, estimated on the full signature, reaches
+  `near_threshold`; `settle` joins them into clusters, keeps one file per cluster (not under a vendoring
+  directory such as third_party/ before one that is, then the first in input order) and lists the others, whose
+  docs the bucket tasks drop. The removed files and the largest clusters are in the report.
 * Each chunk task scatters its docs into B hash buckets of their content digest (B from the input size).
   `route` (bookkeeping) fixes the number of shards from the chunk tasks' counts; each mapped `bucket` task
   drops exact duplicates, keeping the first copy in input order, and routes docs to val or a train shard
@@ -55,6 +61,7 @@ from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
     MAX_FILE_BYTES,
     MAX_TOKENS,
     MIN_TOKENS,
+    NEAR_THRESHOLD,
     PARTITION_MB,
     ROWS_PER_FILE,
     VAL_FRACTION,
@@ -67,7 +74,7 @@ PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and
 def _build_params(params) -> dict:
     """The Params that change the output: part of the build key."""
     return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "rows_per_file",
-                                   "val_fraction")}
+                                   "val_fraction", "dedup", "near_threshold")}
 
 
 @dag(
@@ -99,6 +106,15 @@ def _build_params(params) -> dict:
                                 description="Files larger than this many bytes are skipped, each named with its "
                                             "size in the build report. Empty (the default): no limit, as "
                                             "`nanodata chunk`; a file is parsed whole, a big one is more docs."),
+        "dedup": Param("near", type="string", enum=["near", "exact"], title="Deduplication",
+                       description="near: files whose 5-gram shingles have an estimated Jaccard >= near_threshold "
+                                   "with a kept file lose their docs (MinHash LSH, pairs verified), then exact "
+                                   "duplicate docs are dropped; exact: only exact duplicate docs (as `nanodata chunk "
+                                   "--dedup`)."),
+        "near_threshold": Param(NEAR_THRESHOLD.default, type="number", **NEAR_THRESHOLD.param(),
+                                title="Near-duplicate threshold",
+                                description=f"dedup near: the estimated Jaccard at which two files are near-copies, "
+                                            f"from {NEAR_THRESHOLD.lo:g} to {NEAR_THRESHOLD.hi:g} (BigCode: 0.7)."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
@@ -142,7 +158,23 @@ def nanodata_cpp_corpus():
         return cpp_corpus.chunk_batch(batch, **_chunk_params(params))
 
     @task
-    def route(batches: list[dict], params=None) -> list[dict]:
+    def near_batches(planned: dict, chunked: list[dict]) -> list[dict]:
+        return planned["near"]  # [] without near-dedup: near is then skipped
+
+    @task
+    def near(batch: dict) -> dict:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.near_batch(batch)
+
+    @task(trigger_rule="none_failed_min_one_success")  # runs when near was skipped (dedup exact)
+    def settle(planned: dict) -> dict:
+        from nanodata.jobs import cpp_corpus
+
+        return cpp_corpus.settle(planned)
+
+    @task
+    def route(batches: list[dict], settled: dict, params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
         first = batches[0]
@@ -195,14 +227,17 @@ def nanodata_cpp_corpus():
     planned = plan(where)
     indexed = index(planned)
     parse.expand(batch=parse_batches(planned)) >> indexed
-    routed = route(chunk.expand(batch=indexed))
+    chunked = chunk.expand(batch=indexed)
+    settled = settle(planned)
+    near.expand(batch=near_batches(planned, chunked)) >> settled
+    routed = route(chunked, settled)
     bucketed = bucket.expand(batch=routed)
     sharded = shard.partial(where=where).expand(batch=shard_batches(bucketed))
     cleanup(report(publish(sharded, where), where), where)
 
 
 def _chunk_params(params) -> dict:
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes")}
+    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold")}
 
 
 nanodata_cpp_corpus()

@@ -1,11 +1,14 @@
-"""The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → route → bucket (mapped)
-→ shard (mapped) → publish → report → cleanup.
+"""The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → [near (mapped) → settle] → route
+→ bucket (mapped) → shard (mapped) → publish → report → cleanup.
 
 `plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunking.partitions)
 and picks the number of dedupe buckets from the input size. Global modes (cross-file, project, compilable)
 first parse each partition into a unit store, reduce the stores to one index, then emit; local modes emit
-straight away (parse and index have nothing to do). Each chunk task scatters its docs by bucket; bucket
-tasks dedupe and route docs to shards, shard tasks write the parquet files into the build (see
+straight away (parse and index have nothing to do). With near-dedup (the default), the pass that reads each file
+(parse, or chunk in local modes) also writes its MinHash signature and LSH band keys to near/ (see
+nanodata.pipeline.dedup.near); near tasks verify each group of bands' candidate pairs, and settle turns the pairs
+into clusters and the list of files that lose their docs. Each chunk task scatters its docs by bucket; bucket
+tasks drop the near-copies' docs and exact duplicates and route docs to shards, shard tasks write the parquet files into the build (see
 nanodata.jobs.tail). Unmapped steps only keep the books: plan, route (the shard count from the chunk
 tasks' counts), publish (manifest.json, _COMPLETE, then latest.json), report, cleanup (staging deleted once
 committed). The corpus is byte-identical however it was cut and whatever the number of workers.
@@ -33,7 +36,7 @@ from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_u
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import PARTITION_MB
+from nanodata.ranges import NEAR_THRESHOLD, PARTITION_MB
 from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 
@@ -64,8 +67,8 @@ def _partition_name(number: int) -> str:
 def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_MB.default,
          max_batches: int = MAX_MAPPED_TASKS) -> dict:
     """List and hash the inputs, cut them into partitions; return the mapped tasks' batches:
-    {"key", "stage", "parse": [...], "chunk": [...]} (parse is empty in local modes; both are empty
-    when the build is up to date).
+    {"key", "stage", "parse": [...], "chunk": [...], "near": [...]} (parse is empty in local modes, near without
+    near-dedup; all are empty when the build is up to date).
 
     Up to date = this key's build is complete and latest.json already points at it: nothing to do,
     nothing written. A complete build that latest.json does not point at (inputs reverted to an
@@ -79,20 +82,88 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     latest = read_latest(dest)
     if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
         log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
-        return {"key": key, "stage": stage, "parse": [], "chunk": []}
+        return {"key": key, "stage": stage, "parse": [], "chunk": [], "near": []}
     planned = read_json(join(stage, PLAN))
     if planned is None:
         partition_bytes = int(partition_mb * 2 ** 20)
         n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS)
         planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
                    "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
-                   "batches": batch_bounds(n, max_batches)}
+                   "batches": batch_bounds(n, max_batches), "near": _near_plan(params, total)}
         write_json(join(stage, "timings", "plan.json"), {"seconds": round(time.perf_counter() - started, 3)})
         write_json(join(stage, PLAN), planned)
     log.info("build %s: %d inputs in %d partitions of <= %g MB, %d batches", key, len(inputs),
              planned["partitions"], partition_mb, len(planned["batches"]))
     refs = [{"key": key, "stage": stage, "batch": b} for b in range(len(planned["batches"]))]
-    return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs}
+    near = [{"key": key, "stage": stage, "group": g} for g in range((planned["near"] or {}).get("groups", 0))]
+    return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs,
+            "near": near}
+
+
+AVERAGE_FILE_BYTES = 4096  # a low guess of a C++ file's size: sizes the band groups before any file is read
+
+
+def _near_plan(params: dict, total_bytes: int) -> dict | None:
+    """Near-dedup's threshold and its number of band groups (mapped near tasks), or None without near-dedup."""
+    from nanodata.pipeline.dedup.minhash import lsh_shape
+    from nanodata.pipeline.dedup.near import group_count
+
+    if params.get("dedup", "near") != "near":
+        return None
+    threshold = params.get("near_threshold", NEAR_THRESHOLD.default)
+    bands, _ = lsh_shape(threshold)
+    return {"threshold": threshold, "groups": group_count(total_bytes // AVERAGE_FILE_BYTES, bands)}
+
+
+def _signed(stage: str, plan_: dict) -> list[tuple[int, dict]]:
+    """Each partition's signature counts and band offsets, from the summaries of the pass that read its files."""
+    kind = "units" if plan_["params"]["mode"] in GLOBAL_MODES else "docs"
+    summaries = read_jsons(join(stage, kind, _partition_name(p) + ".json") for p in range(plan_["partitions"]))
+    missing = [p for p, s in enumerate(summaries) if s is None or "near" not in s]
+    if missing:
+        raise RuntimeError(f"partition {missing[0]} has no signatures ({stage}/{kind}/{_partition_name(missing[0])}.json)")
+    return [(p, s["near"]) for p, s in enumerate(summaries)]
+
+
+def near_batch(ref: dict) -> dict:
+    """Mapped, after every file pass: one group of LSH bands, its candidate pairs verified into near/edges/."""
+    from nanodata.pipeline.dedup.minhash import lsh_shape
+    from nanodata.pipeline.dedup.near import find_edges, group_bands, signed_partitions
+
+    stage, group = ref["stage"], ref["group"]
+    summary_uri = join(_near(stage), "edges", f"{group:05d}.json")
+    summary = read_json(summary_uri)
+    if summary is None:
+        started = time.perf_counter()
+        plan_ = read_json(join(stage, PLAN))
+        threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
+        partitions, _, _ = signed_partitions(_signed(stage, plan_))
+        bands = group_bands(lsh_shape(threshold)[0], groups, group)
+        summary = find_edges(_near(stage), group, bands, partitions, threshold)
+        summary["seconds"] = round(time.perf_counter() - started, 3)
+        write_json(summary_uri, summary)
+        log.info("near group %d (bands %d-%d): %d candidate pairs, %d verified, %.1f s", group, bands.start,
+                 bands.stop - 1, summary["candidate_pairs"], summary["edges"], summary["seconds"])
+    return {"key": ref["key"], "stage": stage, **summary}
+
+
+def settle(planned: dict) -> dict:
+    """Unmapped, after the near tasks: the verified pairs' clusters, near/removed.bin (the files whose docs the
+    bucket tasks drop) and near/summary.json. Returns its counts ({} without near-dedup)."""
+    from nanodata.pipeline.dedup import near
+
+    stage = planned["stage"]
+    plan_ = read_json(join(stage, PLAN))
+    if not planned["chunk"] or plan_.get("near") is None:
+        return {}
+    summary = read_json(join(_near(stage), "summary.json"))
+    if summary is None:
+        with _timed(stage, "settle"):
+            _, by_project, _ = near.signed_partitions(_signed(stage, plan_))
+            summary = near.settle(_near(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"])
+        log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", planned["key"],
+                 summary["files_removed"], summary["files_signed"], summary["bytes_removed"], summary["clusters"])
+    return {k: summary[k] for k in ("files_removed", "bytes_removed", "clusters", "files_signed")}
 
 
 def _batch_partitions(stage: str, batch: int) -> list[int]:
@@ -100,12 +171,33 @@ def _batch_partitions(stage: str, batch: int) -> list[int]:
     return list(range(start, stop))
 
 
-def _settings(mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None) -> dict:
+def _settings(mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None, dedup: str,
+              near_threshold: float) -> dict:
     """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges)."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
-    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer,
-                       max_file_bytes=max_file_bytes).worker_settings()
+    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer, max_file_bytes=max_file_bytes,
+                       dedup=dedup, near_threshold=near_threshold).worker_settings()
+
+
+def _near(stage: str) -> str:
+    """Where near-dedup's files live: signatures, band keys, edges, the removed list, its summary."""
+    return join(stage, "near")
+
+
+@contextlib.contextmanager
+def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict):
+    """The near-dedup sink of a partition's file pass (None when the build does not near-dedupe): its files go to
+    near/ and its counts into the partition's summary (`near`) once the pass is done."""
+    from nanodata.pipeline.dedup.near import SignatureSink, store_signatures
+
+    if settings["near"] is None:
+        yield None
+        return
+    sink = SignatureSink(tmp / "near", settings["near"])
+    yield sink
+    summary["near"] = sink.close(partition)
+    store_signatures(sink.directory, _near(stage), partition)
 
 
 def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
@@ -137,20 +229,24 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
-def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None) -> dict:
-    """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite. max_file_bytes: larger
-    files are skipped and named in the partition's summary (None: no limit, as `nanodata chunk`)."""
+def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None,
+                dedup: str = "near", near_threshold: float = 0.7) -> dict:
+    """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite (and, near-deduping, its
+    files' signatures into near/). max_file_bytes: larger files are skipped and named in the partition's summary
+    (None: no limit, as `nanodata chunk`)."""
     from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
-    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes)
+    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes, dedup, near_threshold)
     stage = ref["stage"]
 
     def work(partition, tmp):
         store = tmp / "units.sqlite"
         tally = Tally()
-        parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally)
+        signed: dict = {}
+        with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
+            parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally, sink=sink)
         storage.write_file(store, join(stage, "units", _partition_name(partition["partition"]) + ".sqlite"))
-        return tally.counts()
+        return {**tally.counts(), **signed}
 
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
 
@@ -207,17 +303,20 @@ def index(planned: dict) -> list[dict]:
     return planned["chunk"]
 
 
-def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None) -> dict:
-    """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin."""
+def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None,
+                dedup: str = "near", near_threshold: float = 0.7) -> dict:
+    """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin (and,
+    near-deduping in a local mode, its files' signatures into near/)."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
-    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes)
+    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes, dedup, near_threshold)
     stage = ref["stage"]
 
     def work(partition, tmp):
         name = _partition_name(partition["partition"])
         out = tmp / (name + STAGED)
         tally = Tally()
+        signed: dict = {}
         if mode in GLOBAL_MODES:
             store = storage.local_copy(join(stage, "units", name + ".sqlite"), tmp / "units.sqlite")
             parsed = read_json(join(stage, "units", name + ".json"))
@@ -226,11 +325,12 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_fi
             for count in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
                 setattr(tally, count, parsed.get(count, getattr(tally, count)))
         else:
-            docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally)
-            groups = stage_docs(docs, out, mode)
+            with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
+                docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
+                groups = stage_docs(docs, out, mode)
         buckets = read_json(join(stage, PLAN))["buckets"]
         scattered = tail.scatter(out, groups, buckets, join(stage, tail.SCATTER, name + ".bin"), tmp)
-        return {**tally.counts(), **scattered}
+        return {**tally.counts(), **scattered, **signed}
 
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
 
@@ -242,7 +342,15 @@ def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_
 
 
 def bucket_batch(ref: dict) -> dict:
-    return tail.bucket_batch(ref, seed=SEED)
+    from nanodata.pipeline.dedup.near import load_removed
+
+    stage = ref["stage"]
+    removed = None
+    if (read_json(join(stage, PLAN)) or {}).get("near"):
+        if not storage.exists(join(_near(stage), "summary.json")):  # written last by settle
+            raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near(stage)}/summary.json missing)")
+        removed = load_removed(_near(stage))
+    return tail.bucket_batch(ref, seed=SEED, removed=removed)
 
 
 def shard_refs(stage: str, key: str) -> list[dict]:
@@ -267,7 +375,9 @@ def publish(dest: str, stage: str, key: str) -> dict:
     info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest.total_rows,
             "tokens": sum(s.tokens or 0 for s in manifest.shards) + _val_tokens(stage),
             "shards": len(manifest.files), "bytes": sum(s.bytes for s in manifest.files),
-            "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets)}
+            "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets),
+            "near_docs_removed": sum(b.get("near_removed") or 0 for b in buckets),
+            "near_files_removed": (read_json(join(_near(stage), "summary.json")) or {}).get("files_removed", 0)}
     latest = read_latest(dest)
     if latest is None or latest.key != key:
         published = {k: v for k, v in info.items() if k not in ("key", "uri")}
@@ -317,10 +427,11 @@ def task_times(stage: str) -> list[dict]:
     tail_ = read_json(join(stage, tail.TAIL)) or {"buckets": 0, "shards": -1}
     mapped = {"parse": [join(stage, "units", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
               "chunk": [join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
+              "near": [join(_near(stage), "edges", f"{g:05d}.json") for g in range((plan_.get("near") or {}).get("groups", 0))],
               "bucket": [join(stage, tail.ROUTED, f"{b:05d}.json") for b in range(tail_["buckets"])],
               "shard": [join(stage, tail.SHARDS, f"{s:05d}.json") for s in range(tail_["shards"] + 1)]}
     rows = []
-    for step in ("plan", "parse", "index", "chunk", "route", "bucket", "shard", "publish"):
+    for step in ("plan", "parse", "index", "chunk", "near", "settle", "route", "bucket", "shard", "publish"):
         if step in mapped:
             seconds = [s["seconds"] for s in read_jsons(mapped[step]) if s is not None]
             if seconds:
@@ -369,9 +480,18 @@ def report_extras(stage: str) -> dict:
     shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
     bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project."""
     plan_, summaries = partition_summaries(stage)
+    buckets = tail.bucket_stats(stage)
     return {"shards": tail.file_stats(stage), "partitions": partition_stats(summaries), "tasks": task_times(stage),
-            "buckets": tail.bucket_stats(stage), "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
-            "too_big": too_big_files(plan_, summaries)}
+            "buckets": buckets, "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
+            "too_big": too_big_files(plan_, summaries), "near_duplicates": near_duplicates(stage, buckets)}
+
+
+def near_duplicates(stage: str, buckets: list[dict]) -> dict | None:
+    """The near-dedup summary (settle's), with the docs the bucket tasks dropped for it; None without near-dedup."""
+    summary = read_json(join(_near(stage), "summary.json"))
+    if summary is None:
+        return None
+    return {**summary, "docs_removed": sum(b.get("near_removed") or 0 for b in buckets)}
 
 
 def too_big_files(plan_: dict, summaries: list[dict]) -> dict | None:

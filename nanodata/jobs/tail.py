@@ -36,8 +36,9 @@ from nanodata import storage
 from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, mark_complete
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.pipeline.chunking.writer import from_staged
+from nanodata.pipeline.chunking.writer import from_staged, staged_gid
 from nanodata.pipeline.dedup.exact import first_occurrences
+from nanodata.pipeline.dedup.near import is_removed
 from nanodata.pipeline.shard_stats import shard_stats
 from nanodata.pipeline.shuffle import (
     FILE_BYTES,
@@ -200,9 +201,10 @@ def _read_ranges(uris_offsets, index: int):
                 yield from f
 
 
-def bucket_batch(ref: dict, *, seed: int) -> dict:
-    """Mapped: dedupe each bucket of the batch (first occurrence in (rank, partition, position) order), then
-    route its docs to val or a train shard."""
+def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> dict:
+    """Mapped: each bucket of the batch without the docs of near-copy files (`removed`: their sorted gids) and
+    exact duplicates (first occurrence in (rank, partition, position) order kept), its docs routed to val or a
+    train shard."""
     stage = ref["stage"]
 
     @functools.cache
@@ -212,7 +214,7 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
 
     def work(tail, bucket, tmp):
         sources = scattered(tail["partitions"])
-        hi, lo, order = array("Q"), array("Q"), array("q")
+        hi, lo, order, gids = array("Q"), array("Q"), array("q"), array("Q")
         starts, lengths = array("Q"), array("Q")
         spool = tmp / "in.staged"
         size = 0
@@ -225,13 +227,18 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
                     lo.append(int.from_bytes(digest[8:], "big"))
                     # a one-process run writes docs in (rank, partition, position) order
                     order.extend((int(rank), p, int(pos)))
+                    gids.append(staged_gid(line))
                     starts.append(size)
                     lengths.append(len(line))
                     out.write(line)
                     size += len(line)
         n = len(hi)
-        kept = first_occurrences(np.frombuffer(hi, dtype=np.uint64), np.frombuffer(lo, dtype=np.uint64),
-                                 np.frombuffer(order, dtype=np.int64).reshape(n, 3))
+        # near-copies' docs go first, so a doc they share with a kept file is kept in that file
+        left = np.flatnonzero(~is_removed(removed, np.frombuffer(gids, dtype=np.uint64))) if removed is not None \
+            else np.arange(n)
+        place = np.frombuffer(order, dtype=np.int64).reshape(n, 3)
+        kept = left[first_occurrences(np.frombuffer(hi, dtype=np.uint64)[left], np.frombuffer(lo, dtype=np.uint64)[left],
+                                      place[left])]
         shards = tail["shards"]
         dest = np.zeros(len(kept), dtype=np.int64)
         for i, j in enumerate(kept.tolist()):
@@ -239,8 +246,8 @@ def bucket_batch(ref: dict, *, seed: int) -> dict:
             dest[i] = shards if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, shards)
         with landing(join(stage, ROUTED, f"{bucket:05d}.bin"), tmp) as out:
             offsets = _sorted_copy(spool, dest, shards + 1, _take(starts, kept), _take(lengths, kept), out)
-        return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": n - len(kept), "bytes_in": size,
-                "bytes": offsets[-1], "shard_offsets": offsets}
+        return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": len(left) - len(kept),
+                "near_removed": n - len(left), "bytes_in": size, "bytes": offsets[-1], "shard_offsets": offsets}
 
     return {"key": ref["key"], "stage": stage, **_each(stage, "bucket", ref["batch"], work)}
 
@@ -330,5 +337,5 @@ def bucket_stats(stage: str) -> list[dict]:
     """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
     tail = read_json(join(stage, TAIL)) or {"buckets": 0}
     summaries = read_jsons(join(stage, ROUTED, f"{b:05d}.json") for b in range(tail["buckets"]))
-    return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "bytes_in", "bytes",
-                                                  "seconds")} for summary in summaries]
+    return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "near_removed", "bytes_in",
+                                                  "bytes", "seconds")} for summary in summaries]

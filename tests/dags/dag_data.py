@@ -44,6 +44,7 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
     if buckets is not None:
         set_buckets(planned["stage"], buckets)
     chunk_kw = {k: params.get(k) for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes")}
+    chunk_kw.update({k: params[k] for k in ("dedup", "near_threshold") if k in params})  # else near at 0.7
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
     chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
@@ -60,9 +61,12 @@ def set_buckets(stage: str, buckets: int) -> None:
 
 
 def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list[dict]:
-    """route, every bucket task, every shard task: the mapped tail."""
+    """near-dedup (every near task, settle), route, every bucket task, every shard task: the steps after chunk."""
     from nanodata.jobs import cpp_corpus
 
+    for ref in planned["near"]:
+        cpp_corpus.near_batch(ref)
+    cpp_corpus.settle(planned)
     refs = cpp_corpus.route(planned["stage"], planned["key"], chunks, rows_per_file=params["rows_per_file"],
                             val_fraction=params["val_fraction"])
     for ref in refs:

@@ -382,7 +382,7 @@ def cut_by_bytes(items, limit: int):
         total = 0
         for item in iterator:
             yield item
-            total += getattr(item, "size", 0)
+            total += item.size if isinstance(item, SourceFile) else 0  # a Problem weighs nothing
             if total >= limit:
                 return
         ended = True

@@ -161,13 +161,13 @@ def test_append_removes_the_previous_done_marker_before_its_first_write(tmp_path
     out = tmp_path / "stream.jsonl"
     chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])
     seen_markers = []
-    real_write = writer.JsonlWriter.write
+    real_write = writer.JsonlWriter._write
 
     def spy(self, docs):
         seen_markers.append(self.done.exists())
         return real_write(self, docs)
 
-    monkeypatch.setattr(writer.JsonlWriter, "write", spy)
+    monkeypatch.setattr(writer.JsonlWriter, "_write", spy)  # where direct and staged (near-dedup) docs meet
     chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in2.jsonl", ["int z() { return 9; }"])], append=True)
     assert seen_markers and not any(seen_markers)  # a --follow reader cannot stop on the old marker
     assert out.with_name("stream.jsonl.done").exists()
@@ -204,9 +204,13 @@ def test_killed_append_rerun_writes_what_one_clean_append_writes(tmp_path):
 
 def test_exact_duplicates_dropped(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [GOOD, "int h() { return 2; }", GOOD])
-    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[src])
+    summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[src], dedup="exact")
     texts = [d["text"] for d in read_docs(tmp_path / "out.jsonl")]
     assert summary["duplicates_dropped"] == 1 and summary["docs"] == len(texts) == len(set(texts)) == 2
+    # near-dedup (the default) removes the second file first: same docs, none left for exact dedupe to drop
+    near = chunk_to_jsonl(tmp_path / "near.jsonl", inputs=[src])
+    assert (tmp_path / "near.jsonl").read_bytes() == (tmp_path / "out.jsonl").read_bytes()
+    assert near["duplicates_dropped"] == 0 and near["near_duplicates"]["files_removed"] == 1
 
 
 def test_cli_runs_and_reports(tmp_path, capsys):

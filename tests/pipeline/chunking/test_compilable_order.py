@@ -113,7 +113,7 @@ def test_bases_and_primary_templates_come_first(tmp_path, max_tokens):
     for name, text in FILES.items():
         (project / name).write_text(text)
     chunk_to_jsonl(tmp_path / "out.jsonl", project_dirs=[tmp_path / "trees"], mode="compilable",
-                   max_tokens=max_tokens)
+                   max_tokens=max_tokens, dedup="exact")  # the order of every file's docs, near-copies too
     docs = [d["text"] for d in read_docs(tmp_path / "out.jsonl") if d["kind"] != "split"]
     together = {pair: 0 for pair in PAIRS}
     for text in docs:
@@ -132,7 +132,8 @@ def test_fallback_to_named_types_orders_them(tmp_path):
     project.mkdir(parents=True)
     for name, text in FILES.items():
         (project / name).write_text(text)
-    chunk_to_jsonl(tmp_path / "out.jsonl", project_dirs=[tmp_path / "trees"], mode="compilable", max_tokens=400)
+    chunk_to_jsonl(tmp_path / "out.jsonl", project_dirs=[tmp_path / "trees"], mode="compilable", max_tokens=400,
+                   dedup="exact")
     [doc] = [d["text"] for d in read_docs(tmp_path / "out.jsonl") if "int RunTester() {" in d["text"]]
     assert "static int Exhaust(int total) {" not in doc
     assert doc.index("class RegexpGenerator {") < doc.index("class PossibleMatchTester") < doc.index("int RunTester")

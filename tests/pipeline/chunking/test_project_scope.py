@@ -30,7 +30,8 @@ def _copy(names, target, mark=None):
 
 def _run(tmp_path, root, mode, max_tokens=1024, **kw):
     out = tmp_path / f"{root.name}-{mode}.jsonl"
-    summary = chunk_to_jsonl(out, project_dirs=[root], mode=mode, max_tokens=max_tokens, **kw)
+    # the vendored copies are the point here: near-dedup would drop their docs (tests/pipeline/dedup tests that)
+    summary = chunk_to_jsonl(out, project_dirs=[root], mode=mode, max_tokens=max_tokens, **{"dedup": "exact", **kw})
     return summary, read_docs(out)
 
 
@@ -197,7 +198,7 @@ def test_each_jsonl_input_is_a_project(tmp_path):
         inputs.append(tmp_path / name)
         inputs[-1].write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "out.jsonl"
-    summary = chunk_to_jsonl(out, inputs=inputs, mode="cross-file", max_tokens=400)
+    summary = chunk_to_jsonl(out, inputs=inputs, mode="cross-file", max_tokens=400, dedup="exact")  # tops are copies
     tops = [d["text"] for d in read_docs(out) if "int top(" in d["text"]]  # a.jsonl's, then b.jsonl's
     assert len(tops) == 2 and "return v + 1;" in tops[0] and "return v * 2;" in tops[1]
     assert summary["ambiguous_names"] == 0
