@@ -169,7 +169,8 @@ def too_big_section(summary: dict | None) -> dict | None:
 def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", partitions: list | None = None,
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
-                 fidelity: dict | None = None, too_big: dict | None = None) -> dict:
+                 fidelity: dict | None = None, too_big: dict | None = None,
+                 near_duplicates: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
@@ -178,7 +179,8 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     `shards`: every shard's statistics when the build's tasks computed them (no shard is read then, and build_dir
     may be a gs:// URI), else read_shard_stats reads them. `too_big`: the files skipped for their size
     (too_big_section's form), if known, else what the chunk summary of a `nanodata chunk --parquet-dir` build
-    holds (its fidelity too, when `fidelity` is not given)."""
+    holds (its fidelity too, when `fidelity` is not given). `near_duplicates`: the near-dedup summary
+    (nanodata.pipeline.dedup.near, with docs_removed), if known, else the chunk summary's; None without near-dedup."""
     check_max_tokens(max_tokens)
     if shards is None:
         check_build_dir(Path(build_dir))
@@ -194,7 +196,8 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     train_cat = np.concatenate(train_lengths) if train_lengths else lengths
     counted = any(s["counted"] for s in shards)
     build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
-    chunk_summary = read_chunk_summary(build_dir) if fidelity is None or too_big is None else None
+    chunk_summary = (read_chunk_summary(build_dir) if fidelity is None or too_big is None or near_duplicates is None
+                     else None)
     return {
         "format": REPORT_FORMAT,
         "build": uri or (build if isinstance(build, str) else str(build.resolve())),
@@ -220,6 +223,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "ambiguity": ambiguity,
         "fidelity": fidelity or (chunk_summary or {}).get("fidelity"),
         "too_big": too_big or too_big_section(chunk_summary),
+        "near_duplicates": near_duplicates or (chunk_summary or {}).get("near_duplicates"),
     }
 
 
@@ -356,6 +360,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {shards}
 {partitions}
 {buckets}
+{near_html(report.get("near_duplicates"))}
 {tasks}
 {ambiguity_html(report.get("ambiguity"))}
 {fidelity_section(report.get("fidelity"))}
@@ -407,16 +412,102 @@ def ambiguity_text(ambiguity: dict) -> str:
     return "\n".join(lines)
 
 
-def chunk_ambiguity(done_path: str) -> dict:
-    """The names ambiguous per project that `nanodata chunk` counted (its OUTPUT.done summary)."""
+NEAR_TITLE = "Near-duplicate files"
+NEAR_PROJECTS_SHOWN = 100  # per-project rows on the page and in the output; a build has thousands of projects
+NEAR_EXAMPLES_SHOWN = 20  # example pairs on the page (report.json keeps all the summary holds)
+NEAR_PLOT_TITLE = "removed files by estimated Jaccard with the kept file"
+
+
+def _near_caption(near: dict) -> str:
+    """One line: threshold, files removed of files signed, bytes, docs and clusters (thousands separated)."""
+    docs = f", {near['docs_removed']:,} docs" if near.get("docs_removed") is not None else ""
+    return (f"Jaccard >= {near['threshold']:g}: {near['files_removed']:,} of {near['files_signed']:,} files "
+            f"removed ({near['bytes_removed']:,} bytes{docs}) in {near['clusters']:,} clusters")
+
+
+def _near_project_rows(near: dict) -> tuple[list[dict], int]:
+    """The first NEAR_PROJECTS_SHOWN projects (the summary lists those with removals, most removed first), and
+    how many more there are."""
+    projects = list(near["by_project"].items())
+    rows = [{"project": name, "files": f"{c['files']:,}", "removed": f"{c['removed']:,}", "kept": f"{c['kept']:,}",
+             "bytes removed": f"{c['bytes_removed']:,}"} for name, c in projects[:NEAR_PROJECTS_SHOWN]]
+    return rows, max(len(projects) - NEAR_PROJECTS_SHOWN, 0)
+
+
+def _jaccard_label(bin_: dict) -> str:
+    return f"{bin_['from']:.2f}-{bin_['to']:.2f}"
+
+
+def _count_fmt(v: float) -> str:
+    """Bar values are whole files; the y ticks of a short chart may be fractions (0.2, 0.4, ...)."""
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:g}"
+
+
+def near_plot(near: dict) -> str:
+    """The Jaccard histogram as SVG text, inlined in the page: the reports plugin serves only the PLOTS files, and
+    a plot that exists for some builds only does not belong there."""
+    histogram = near["jaccard_histogram"]
+    return bar_chart(NEAR_PLOT_TITLE, [_jaccard_label(b) for b in histogram], [b["files"] for b in histogram],
+                     xlabel="estimated Jaccard", ylabel="files removed", value_fmt=_count_fmt)
+
+
+def near_html(near: dict | None) -> str:
+    """The files removed as near-copies of others (MinHash LSH, verified): totals, per project, the largest
+    clusters, the similarity histogram and example pairs (HTML; empty without near-dedup). Every name is the
+    user's data: _columns_table escapes it."""
+    if near is None:
+        return ""
+    rows, more = _near_project_rows(near)
+    more_text = f"; {more:,} more projects not listed" if more else ""
+    clusters = [{"kept file": c["kept"], "files": f"{c['files']:,}", "bytes": f"{c['bytes']:,}",
+                 "projects of the removed copies": ", ".join(c["removed_projects"])}
+                for c in near["largest_clusters"]]
+    examples = [{"removed file": e["removed"], "kept file": e["kept"], "Jaccard": f"{e['jaccard']:.3f}"}
+                for e in near["examples"][:NEAR_EXAMPLES_SHOWN]]
+    return (f"<h2>{NEAR_TITLE}</h2><p>{escape(_near_caption(near))}. A cluster of near-copies keeps one file (not a "
+            "vendored copy when it has another, else the first in input order); the others lose their docs.</p>"
+            f"<h3>By project</h3><p>Files signed, removed and kept, projects with removals, most removed first"
+            f"{more_text}</p>"
+            + _columns_table(("project", "files", "removed", "kept", "bytes removed"), rows)
+            + "<h3>Largest clusters</h3><p>The file kept, the cluster's files and bytes, the projects of the removed "
+              "copies</p>"
+            + _columns_table(("kept file", "files", "bytes", "projects of the removed copies"), clusters)
+            + f"<h3>Similarity</h3><figure>{near_plot(near)}</figure>"
+            + f"<h3>Examples</h3><p>{len(examples)} of {near['files_removed']:,} removed files with the file kept "
+              "for them</p>"
+            + _columns_table(("removed file", "kept file", "Jaccard"), examples))
+
+
+def near_text(near: dict) -> str:
+    """The summary line and the per-project table as plain text, for `nanodata report`'s output."""
+    rows, more = _near_project_rows(near)
+    columns = ("project", "files", "removed", "kept", "bytes removed")
+    widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
+    lines = [f"{NEAR_TITLE}: {_near_caption(near)}",
+             "  " + "  ".join(f"{c:<{widths[c]}}" if c == "project" else f"{c:>{widths[c]}}" for c in columns)]
+    lines += ["  " + "  ".join(f"{r[c]:<{widths[c]}}" if c == "project" else f"{r[c]:>{widths[c]}}"
+                               for c in columns) for r in rows]
+    if more:
+        lines.append(f"  ... and {more:,} more projects")
+    return "\n".join(lines)
+
+
+def chunk_extras(done_path: str) -> dict:
+    """What the report adds from `nanodata chunk`'s OUTPUT.done summary: the names ambiguous per project (global
+    modes) and the near-dedup summary (--dedup near); a summary that holds neither is an error (the user asked
+    for something it cannot give)."""
     data = read_bytes(done_path)
     if data is None:
         raise NanodataError(f"--chunk-summary {done_path}: no such file")
     summary = json.loads(data)
-    if "ambiguous_by_project" not in summary:
+    near = summary.get("near_duplicates")
+    if "ambiguous_by_project" not in summary and near is None:
         raise NanodataError(f"--chunk-summary {done_path}: no ambiguity counts (chunked in mode "
-                            f"{summary.get('mode')!r}: only cross-file, project and compilable count them)")
-    return {k: summary[k] for k in ("ambiguous_names", "ambiguous_by_project")}
+                            f"{summary.get('mode')!r}: only cross-file, project and compilable count them) and no "
+                            "near-duplicates (chunked with --dedup exact or before near-dedup)")
+    ambiguity = ({k: summary[k] for k in ("ambiguous_names", "ambiguous_by_project")}
+                 if "ambiguous_by_project" in summary else None)
+    return {"ambiguity": ambiguity, "near_duplicates": near}
 
 
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
@@ -474,18 +565,20 @@ def configure_parser(parser) -> None:
                         help="the --max-tokens the corpus was chunked with: the length histogram ends at N and "
                              "the crop table adds T=N (default: the histogram ends at the longest doc)")
     parser.add_argument("--chunk-summary", metavar="OUTPUT.done", default=None,
-                        help="the summary `nanodata chunk` wrote next to its output (global modes): the report "
-                             "adds its table of names ambiguous per project")
+                        help="the summary `nanodata chunk` wrote next to its output: the report adds its table "
+                             "of names ambiguous per project (global modes) and its near-duplicate files "
+                             "(--dedup near)")
 
 
 def run(args) -> int:
-    ambiguity = chunk_ambiguity(args.chunk_summary) if args.chunk_summary else None
-    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer, max_tokens=args.max_tokens,
-                         ambiguity=ambiguity)
+    extras = chunk_extras(args.chunk_summary) if args.chunk_summary else {}
+    index = write_report(args.build_dir, args.out, tokenizer=args.tokenizer, max_tokens=args.max_tokens, **extras)
     report = json.loads((index.parent / REPORT_JSON).read_text())
     crop = ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in report["crop_fraction"].items())
     print(f"{report['docs']} docs, {report['tokens']} tokens in {len(report['shards'])} shards; cropped {crop}")
-    if ambiguity is not None:
-        print(ambiguity_text(ambiguity))
+    if report["ambiguity"] is not None:
+        print(ambiguity_text(report["ambiguity"]))
+    if report["near_duplicates"] is not None:  # --chunk-summary's, else a --parquet-dir build's CHUNK_SUMMARY
+        print(near_text(report["near_duplicates"]))
     print(f"report: {index}")
     return 0

@@ -12,7 +12,7 @@ from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
-          "val_fraction": 0.4}
+          "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
     assert len(manifest["shards"]) >= 2 and manifest["total_rows"] >= 8
     latest = read_json(f"{dest}/latest.json")
     assert latest["key"] == key and latest["uri"] == f"{dest}/builds/{key}" and latest["docs"] == manifest["total_rows"]
-    assert latest["duplicates_dropped"] >= 1  # extra.jsonl repeats projA/util.h
+    assert latest["near_files_removed"] == 1  # extra.jsonl repeats projA/util.h: a near-copy (Jaccard 1)
     report = read_json(f"{dest}/builds/{key}/report/report.json")
     assert len(report["partitions"]) == len(task_states(dag_run)["chunk"])  # one row per partition (one task each)
     assert sum(p["files_read"] for p in report["partitions"]) == 7
@@ -90,9 +90,13 @@ def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp
     uri = f"{dest}/builds/{key}"
     dag_report = read_json(f"{uri}/report/report.json")
     read = build_report(corpus.fetch_dir(uri, tmp_path / "copy"), max_tokens=PARAMS["max_tokens"], uri=uri)
-    shard_figures = [k for k in read if k not in ("partitions", "tasks", "buckets", "ambiguity", "fidelity")]
+    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates")
+    shard_figures = [k for k in read if k not in from_tasks]
     assert {k: dag_report[k] for k in shard_figures} == {k: read[k] for k in shard_figures}
     assert dag_report["fidelity"]["total"]["lines_kept_pct"] == 100.0  # counted by the chunk tasks
+    near = dag_report["near_duplicates"]  # settled by its task, shown in the report
+    assert near["files_removed"] == near["docs_removed"] == 1 and near["examples"][0]["kept"] == "dup/util.h"
+    assert "Near-duplicate files" in storage.read_bytes(f"{uri}/report/index.html").decode()
 
 
 def test_build_docs_come_from_every_input(built, tmp_path):

@@ -36,6 +36,11 @@ def source(tmp_path_factory):
     (src / "std.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
     for name in ("stl_vector.h", "vector.tcc", "stl_list.h", "unique_ptr.h"):
         shutil.copy(STD / name, src / "projA" / name)
+    # a vendored near-copy (one line in 40 changed) sorted before its original: near-dedup keeps the original
+    lines = (STD / "stl_list.h").read_text().splitlines(keepends=True)
+    (src / "projA" / "aaa" / "third_party").mkdir(parents=True)
+    (src / "projA" / "aaa" / "third_party" / "list.h").write_text(
+        "".join(f"// vendored {i}\n" if i % 40 == 7 else line for i, line in enumerate(lines)))
     return src
 
 
@@ -77,6 +82,8 @@ def test_corpus_is_identical_for_any_partition_size_and_bucket_count_and_equal_t
         train, val = _rows(build, json.loads((build / "manifest.json").read_text()))
         assert (train, val) == (cli_train, cli_val), (partition_mb, buckets)  # split included
         assert info["docs"] == sum(cli_train.values()) + sum(cli_val.values())
+        assert info["near_files_removed"] == 2  # the vendored list.h and the JSONL copy of projA/util.h
+        assert not any(row[3].startswith("projA/aaa/third_party/") for row in train | val)
     assert all(b == builds[0] for b in builds[1:])  # byte-identical shards, manifest included
     assert len([n for n in builds[0] if n.startswith("shard_")]) >= 2
     counts = [p for p, _ in partitions[:3]]

@@ -32,7 +32,6 @@ import numpy as np
 from nanodata import storage
 from nanodata.pipeline.dedup.minhash import BINS, band_keys, jaccard, lsh_shape
 from nanodata.storage import join_uri as join
-from nanodata.storage.files import atomic_output
 
 # A path segment that marks vendored code (a copy of another project kept inside this one).
 VENDOR_SEGMENTS = frozenset({"third_party", "thirdparty", "3rdparty", "vendor", "vendored", "external", "extern",
@@ -83,7 +82,10 @@ class SignatureSink:
         if signature is None:
             return
         name = f"{project}\t{source}\n".encode("utf-8", "surrogatepass")
-        self.records.append((rank_of(gid, is_vendored(path)), size, len(self.names), len(name) - 1, signature))
+        # the path inside its project: a tree's project directory named `deps` is not vendored, as a JSONL record of
+        # repo `deps` is not
+        inside = path[len(project) + 1:] if path.startswith(project + "/") else path
+        self.records.append((rank_of(gid, is_vendored(inside)), size, len(self.names), len(name) - 1, signature))
         self.names += name
         counts = self.by_project.setdefault(project, [0, 0])
         counts[0] += 1
@@ -101,13 +103,10 @@ class SignatureSink:
         bands["ref"] = (np.uint64(partition) << np.uint64(32)) | np.arange(len(sigs), dtype=np.uint64)[None, :]
         for band in bands:
             band[:] = band[np.lexsort((band["rank"], band["key"]))]
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with atomic_output(self.directory / "sigs.bin") as f:
-            f.write(sigs.tobytes())
-        with atomic_output(self.directory / "names.txt") as f:
-            f.write(bytes(self.names))
-        with atomic_output(self.directory / "bands.bin") as f:
-            f.write(bands.tobytes())
+        self.directory.mkdir(parents=True, exist_ok=True)  # scratch: store_signatures makes the durable copies
+        (self.directory / "sigs.bin").write_bytes(sigs.tobytes())
+        (self.directory / "names.txt").write_bytes(bytes(self.names))
+        (self.directory / "bands.bin").write_bytes(bands.tobytes())
         per_band = len(sigs) * BAND_DTYPE.itemsize
         return {"files": len(sigs), "band_offsets": [b * per_band for b in range(self.bands + 1)],
                 "by_project": {p: c for p, c in sorted(self.by_project.items())}}
@@ -229,23 +228,22 @@ def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, 
 
 def _retry_failed(member: np.ndarray, sigs: np.ndarray, row: dict, failed: set, threshold: float) -> list:
     """A candidate unlike its key's first file may still be like another member of that key (a cluster that
-    drifts): check it against up to RETRIES members before it, in rank order."""
+    drifts): check it against up to RETRIES members before it, in rank order. Only keys holding such a candidate
+    are looked at."""
     if not failed:
         return []
+    member = member[np.lexsort((member["rank"], member["key"]))]
+    new = np.ones(len(member), dtype=bool)
+    new[1:] = member["key"][1:] != member["key"][:-1]
+    run_start = np.maximum.accumulate(np.where(new, np.arange(len(member)), 0))
     found = []
-    order = np.lexsort((member["rank"], member["key"]))
-    member = member[order]
-    start = 0
-    for end in np.append(np.flatnonzero(member["key"][1:] != member["key"][:-1]) + 1, len(member)).tolist():
-        refs = member["ref"][start:end].tolist()
-        for k, ref in enumerate(refs):
-            if ref in failed and k:
-                earlier = [row[r] for r in refs[max(0, k - RETRIES):k]]
-                similar = jaccard(sigs["sig"][earlier], sigs["sig"][row[ref]])
-                best = int(np.argmax(similar))
-                if similar[best] >= threshold:
-                    found.append((earlier[best], row[ref], float(similar[best])))
-        start = end
+    for i in np.flatnonzero(np.isin(member["ref"], np.fromiter(failed, dtype=np.uint64, count=len(failed)))).tolist():
+        earlier = [row[int(r)] for r in member["ref"][max(int(run_start[i]), i - RETRIES):i].tolist()]
+        if earlier:
+            similar = jaccard(sigs["sig"][earlier], sigs["sig"][row[int(member["ref"][i])]])
+            best = int(np.argmax(similar))
+            if similar[best] >= threshold:
+                found.append((earlier[best], row[int(member["ref"][i])], float(similar[best])))
     return found
 
 

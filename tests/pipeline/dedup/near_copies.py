@@ -6,6 +6,7 @@ of 5-grams of the tokens. Mutations are seeded (random.Random(seed)): the same c
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from pathlib import Path
@@ -69,15 +70,34 @@ def mutate_lines(text: str, rate: float, seed: int) -> str:
     return "".join(out)
 
 
-def planted(text: str, target: float, seed: int, low: float, high: float, tries: int = 40) -> tuple[str, float]:
-    """A token-mutated copy of text whose exact Jaccard with it lies in [low, high] (the rate nudged, seeds tried
-    in turn); returns (copy, its exact Jaccard)."""
+def planted(text: str, target: float, seed: int, low: float, high: float, lines: bool = False,
+            tries: int = 40) -> tuple[str, float]:
+    """A copy of text, token-mutated (or line-mutated), whose exact Jaccard with it lies in [low, high] (the rate
+    nudged, seeds tried in turn); returns (copy, its exact Jaccard)."""
     base = shingles(text)
-    rate = rate_for(target)
+    rate = (1 - target) / 2.5 if lines else rate_for(target)
     for attempt in range(tries):
-        copy = mutate_tokens(text, rate, seed * 1000 + attempt)
+        mutate = mutate_lines if lines else mutate_tokens
+        copy = mutate(text, min(rate, 1.0), seed * 1000 + attempt)
         j = exact_jaccard(base, shingles(copy))
         if low <= j <= high:
             return copy, j
         rate *= 1.15 if j > high else 1 / 1.15
     raise AssertionError(f"no copy at Jaccard in [{low}, {high}] (last {j:.3f})")
+
+
+def distinct_headers(count: int, low: int, high: int, max_jaccard: float = 0.35) -> list[Path]:
+    """`count` headers of [low, high) bytes, in name order, no two more alike than max_jaccard (exact)."""
+    chosen: list[tuple[Path, set]] = []
+    for path in headers(low, high):
+        own = shingles(path.read_text())
+        if all(exact_jaccard(own, other) <= max_jaccard for _, other in chosen):
+            chosen.append((path, own))
+            if len(chosen) == count:
+                return [p for p, _ in chosen]
+    raise AssertionError(f"only {len(chosen)} distinct headers of {low}..{high} bytes")
+
+
+def read_docs(path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
