@@ -102,7 +102,7 @@ def _chunk_file(src: SourceFile):
         return problem
     fu, sig = parsed
     result = _chunked(src.gid, src.source, src.project, src.size, fu)
-    result.signature = sig
+    result.signature, result.source, result.path = sig, src.source, src.path
     return result
 
 
@@ -112,8 +112,8 @@ def _parse_file(src: SourceFile):
     if parsed is None:
         return problem
     fu, sig = parsed
-    return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig,
-                      payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+    return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig, source=src.source,
+                      path=src.path, payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
 
 
 def _emit_file(row):
@@ -133,6 +133,8 @@ class FileResult:
     project: str = ""
     stats: dict | None = None   # fidelity.file_stats of its docs
     signature: np.ndarray | None = None  # near-dedup's (minhash.signature), when the run asks for it
+    source: str = ""            # the file's names, for near-dedup's summary and its vendoring rule
+    path: str = ""
 
 
 def _bytes_of(item) -> int:
@@ -266,40 +268,25 @@ def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
             raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
 
 
-def _signed(results, items_by_gid: dict, sink: SignatureSink | None):
+def _signed(results, sink: SignatureSink | None):
     """Results passed through, each file's signature handed to the sink (near-dedup's map) on the way."""
     for result in results:
         if sink is not None:
-            src = items_by_gid.pop(result.gid)
-            sink.add(result.gid, src.path, src.size, src.project, src.source, result.signature)
+            sink.add(result.gid, result.path, result.size, result.project, result.source, result.signature)
         yield result
-
-
-def _remembered(items, items_by_gid: dict):
-    """Items passed through, each file's names kept until its result comes back (a bounded window)."""
-    for item in items:
-        if isinstance(item, SourceFile):
-            items_by_gid[item.gid] = SourceFile(item.gid, item.source, item.project, item.path, size=item.size)
-        yield item
 
 
 def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None, sink: SignatureSink | None = None):
     """Local modes: each usable item's FileResult (its docs), in input order; signatures to `sink` when given."""
-    names: dict = {}
-    if sink is not None:
-        items = _remembered(items, names)
-    yield from _signed(_results(_chunk_file, items, settings, workers, tally, bar), names, sink)
+    yield from _signed(_results(_chunk_file, items, settings, workers, tally, bar), sink)
 
 
 def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, bar=None,
                 sink: SignatureSink | None = None) -> None:
     """Global modes, map 1: parse a partition's items into a unit store; signatures to `sink` when given."""
     store = UnitStore(store_path)
-    names: dict = {}
-    if sink is not None:
-        items = _remembered(items, names)
     try:
-        for result in _signed(_results(_parse_file, items, settings, workers, tally, bar), names, sink):
+        for result in _signed(_results(_parse_file, items, settings, workers, tally, bar), sink):
             store.add_file(result.gid, result.size, result.syntax_errors, *result.payload)
     finally:
         store.close()
