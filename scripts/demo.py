@@ -129,7 +129,8 @@ def main() -> int:
     index = local / "report" / "index.html"
     print(f"[4/4] streamed {BATCHES} batches of {B}x{T} with the best-fit loader\n")
     print(f"build      {latest['uri']}  (key {latest['key']})")
-    print(f"docs       {latest['docs']:,} ({latest['duplicates_dropped']} duplicates dropped)")
+    print(f"docs       {latest['docs']:,} ({latest['duplicates_dropped']:,} exact duplicates dropped; "
+          f"{latest['near_files_removed']:,} near-duplicate files removed, {latest['near_docs_removed']:,} docs)")
     print(f"tokens     {latest['tokens']:,}")
     print(f"shards     {shards_line(local)}, {latest['bytes'] / 1e6:.2f} MB; manifest.json + _COMPLETE")
     print("crop       " + ", ".join(f"T={t}: {100 * v:.1f}%" for t, v in crop.items()) + " of tokens cropped "

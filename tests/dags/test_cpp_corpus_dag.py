@@ -161,7 +161,8 @@ def test_changed_input_rebuilds_under_a_new_key(dag, built, bucket, source, tmp_
 
 
 @pytest.mark.parametrize("bad", [{"mode": "fancy"}, {"max_tokens": 15}, {"val_fraction": 0.9}, {"partition_mb": 0},
-                                 {"rows_per_file": "many"}])
+                                 {"rows_per_file": "many"}, {"dedup": "fuzzy"}, {"near_threshold": 0.3},
+                                 {"near_threshold": 1.5}])
 def test_invalid_params_are_rejected(dag, bucket, source, bad):
     from airflow.sdk.exceptions import ParamValidationError
 
