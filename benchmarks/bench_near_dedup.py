@@ -25,7 +25,7 @@
    project), basic, one worker, --max-tokens 2048, JSONL: CPU time (user + sys) of the child process
    (getrusage(RUSAGE_CHILDREN) deltas), --chunk-runs runs each in turns, medians; goal near/exact <= 1.15.
 
-All three by default (~10 min on 2 cores); --signatures, --components, --chunk pick some; --quick is a much
+All three by default (~9 min on 2 cores, most of it find_edges); --signatures, --components, --chunk pick some; --quick is a much
 smaller run of each (~1 min).
 
     .venv/bin/python benchmarks/bench_near_dedup.py [--quick] [--signatures] [--components] [--chunk]
@@ -249,11 +249,14 @@ def plan_corpus(files: int, planted: int, seed: int) -> np.ndarray:
 
 
 def file_names(gids: np.ndarray, vendored_every: int = 0) -> tuple[list[str], list[str], list[str]]:
-    """(path, project, source) of each gid; with vendored_every, every such gid under third_party/."""
+    """(path, project, source) of each gid; with vendored_every (the writer's check), every such gid under
+    third_party/, a project named `deps`, and paths that start with their project's name."""
     paths, projects, sources = [], [], []
     for g in gids.tolist():
-        project = f"p{g % PROJECTS:02d}"
+        project = "deps" if vendored_every and g % 11 == 0 else f"p{g % PROJECTS:02d}"  # a project named like a vendor dir
         path = f"third_party/zlib/f{g}.c" if vendored_every and g % vendored_every == 0 else f"src/f{g}.cc"
+        if vendored_every and g % 3 == 0:  # the sample: paths under their project's name too (add() strips it)
+            path = f"{project}/{path}"
         paths.append(path)
         projects.append(project)
         sources.append(f"{project}/{path}")
@@ -267,7 +270,8 @@ def write_partition(near_dir: Path, partition: int, gids: np.ndarray, signatures
     names = [f"{p}\t{s}\n".encode("utf-8", "surrogatepass") for p, s in zip(projects, sources, strict=True)]
     lengths = np.fromiter(map(len, names), dtype=np.uint64, count=len(names))
     records = np.zeros(len(gids), dtype=near.SIG_DTYPE)
-    records["rank"] = np.fromiter((near.rank_of(g, near.is_vendored(p)) for g, p in zip(gids.tolist(), paths, strict=True)),
+    inside = [p[len(q) + 1:] if p.startswith(q + "/") else p for p, q in zip(paths, projects, strict=True)]  # as add()
+    records["rank"] = np.fromiter((near.rank_of(g, near.is_vendored(p)) for g, p in zip(gids.tolist(), inside, strict=True)),
                                   dtype=np.uint64, count=len(gids))
     records["size"] = sizes
     records["name_start"] = np.cumsum(lengths) - lengths
@@ -319,39 +323,59 @@ def check_bulk_writer(tmp: Path, threshold: float) -> None:
           f"({len(stored)} files compared, vendored paths included)", flush=True)
 
 
-def build_corpus(near_dir: Path, files: int, planted: int, per_partition: int, threshold: float, seed: int) -> dict:
-    """Write the partitions; returns the plan and what the checks need (exact expected removals)."""
-    bands, rows = minhash.lsh_shape(threshold)
-    original = plan_corpus(files, planted, seed)
-    rng = np.random.default_rng(seed + 1)
-    partitions, by_project = [], {}
+def write_planted_partition(spec: dict, partition: int) -> dict:
+    """One partition of the synthetic corpus (in a child): its planted copies drawn from a generator of its own,
+    so partitions can be written in any order; returns its info and the exact expected removals among them."""
+    bands, rows = minhash.lsh_shape(spec["threshold"])
+    original = np.load(spec["original"], mmap_mode="r")
+    rng = np.random.default_rng([spec["seed"], partition])
+    lo = partition * spec["per_partition"]
+    gids = np.arange(lo, min(spec["files"], lo + spec["per_partition"]), dtype=np.int64)
+    signatures = base_signatures(gids, spec["seed"])
+    copies = np.flatnonzero(original[gids] >= 0)
     would_pass = found_direct = 0
+    if len(copies):
+        redraw = rng.uniform(*REDRAW, size=len(copies))[:, None] > rng.random((len(copies), minhash.BINS))
+        copied = base_signatures(np.asarray(original[gids[copies]]), spec["seed"])
+        fresh = rng.integers(0, 1 << 32, size=copied.shape, dtype=np.uint32)
+        signatures[copies] = np.where(redraw, fresh, copied)
+        similar = 1 - redraw.mean(axis=1)  # the Jaccard estimate to the original (a fresh draw matching: 2**-32)
+        changed_band = redraw[:, :bands * rows].reshape(len(copies), bands, rows).any(axis=2)
+        passes = similar >= spec["threshold"]
+        would_pass = int(passes.sum())
+        found_direct = int((passes & (~changed_band).any(axis=1)).sum())
+    sizes = (gids * 7919 % 50_000 + 200).astype(np.uint64)
+    paths, projects, sources = file_names(gids)
+    info = write_partition(Path(spec["near"]), partition, gids, signatures, sizes, paths, projects, sources,
+                           spec["threshold"])
+    return {**info, "would_pass": would_pass, "found_direct": found_direct}
+
+
+def build_corpus(tmp: Path, label: str, files: int, planted: int, args) -> dict:
+    """Write the partitions (--jobs children at a time); returns the plan and what the checks need."""
     started = time.perf_counter()
-    for partition, lo in enumerate(range(0, files, per_partition)):
-        gids = np.arange(lo, min(files, lo + per_partition), dtype=np.int64)
-        signatures = base_signatures(gids, seed)
-        copies = np.flatnonzero(original[gids] >= 0)
-        if len(copies):
-            redraw = rng.uniform(*REDRAW, size=len(copies))[:, None] > rng.random((len(copies), minhash.BINS))
-            copied = base_signatures(original[gids[copies]], seed)
-            fresh = rng.integers(0, 1 << 32, size=copied.shape, dtype=np.uint32)
-            signatures[copies] = np.where(redraw, fresh, copied)
-            similar = 1 - redraw.mean(axis=1)  # the Jaccard estimate to the original (a fresh draw matching: 2**-32)
-            changed_band = redraw[:, :bands * rows].reshape(len(copies), bands, rows).any(axis=2)
-            shares_band = (~changed_band).any(axis=1)
-            would_pass += int((similar >= threshold).sum())
-            found_direct += int(((similar >= threshold) & shares_band).sum())
-        sizes = (gids * 7919 % 50_000 + 200).astype(np.uint64)
-        paths, projects, sources = file_names(gids)
-        info = write_partition(near_dir, partition, gids, signatures, sizes, paths, projects, sources, threshold)
-        partitions.append([partition, info["band_offsets"]])
+    original = plan_corpus(files, planted, SEED)
+    spec = {"near": str(tmp / label), "original": str(tmp / f"{label}-original.npy"), "files": files,
+            "per_partition": args.partition_files, "threshold": args.threshold, "seed": SEED}
+    np.save(spec["original"], original)
+    spec_path = tmp / f"{label}-write.json"
+    spec_path.write_text(json.dumps(spec))
+    count = -(-files // args.partition_files)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        infos = [r["result"] for r in pool.map(lambda p: run_child(["--child", f"write:{p}", str(spec_path)]),
+                                                range(count))]
+    by_project: dict[str, list[int]] = {}
+    for info in infos:
         for project, (n, size) in info["by_project"].items():
             counts = by_project.setdefault(project, [0, 0])
             counts[0] += n
             counts[1] += size
+    near_dir = tmp / label
     disk = {kind: sum(p.stat().st_size for p in (near_dir / kind).iterdir()) for kind in ("sigs", "bands", "names")}
-    return {"original": original, "partitions": partitions, "by_project": by_project, "would_pass": would_pass,
-            "found_direct": found_direct, "disk": disk, "seconds": time.perf_counter() - started}
+    return {"original": original, "partitions": [[p, info["band_offsets"]] for p, info in enumerate(infos)],
+            "by_project": by_project, "would_pass": sum(i["would_pass"] for i in infos),
+            "found_direct": sum(i["found_direct"] for i in infos), "disk": disk,
+            "seconds": time.perf_counter() - started}
 
 
 def run_child(argv: list[str]) -> dict:
@@ -372,13 +396,15 @@ def run_child(argv: list[str]) -> dict:
         raise RuntimeError(f"child {' '.join(argv)} exited {proc.returncode}: {stderr[-3000:]}")
     report = json.loads(stdout.strip().splitlines()[-1])
     return {"result": report["result"], "seconds": seconds, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_mb": report["vmhwm_kb"] / 1024}
+            "peak_mb": report["vmhwm_kb"] / 1024, "read": report["read"]}
 
 
 def child_main(mode: str, plan_path: str) -> None:
-    """In a child: one band group's find_edges, or settle, or nothing (the import baseline)."""
+    """In a child: one partition written, one band group's find_edges, settle, or nothing (the import baseline)."""
     plan = json.loads(Path(plan_path).read_text())
-    if mode == "imports":
+    if mode.startswith("write:"):
+        result = write_planted_partition(plan, int(mode.split(":")[1]))
+    elif mode == "imports":
         result = {}
     elif mode == "settle":
         summary = near.settle(plan["near"], plan["groups"], plan["by_project"], plan["threshold"])
@@ -390,16 +416,18 @@ def child_main(mode: str, plan_path: str) -> None:
                                  [tuple(p) for p in plan["partitions"]], plan["threshold"])
     with open("/proc/self/status") as f:
         vmhwm_kb = int(next(line for line in f if line.startswith("VmHWM:")).split()[1])
-    print("\n" + json.dumps({"result": result, "vmhwm_kb": vmhwm_kb}), flush=True)
+    with open("/proc/self/io") as f:  # bytes this process read (from files, page cache or not)
+        read = int(next(line for line in f if line.startswith("rchar:")).split()[1])
+    print("\n" + json.dumps({"result": result, "vmhwm_kb": vmhwm_kb, "read": read}), flush=True)
 
 
 def components_at(tmp: Path, label: str, files: int, planted: int, args) -> dict:
     """Build a corpus, find its edges and settle it, in child processes; check the removed files."""
     near_dir = tmp / label
-    built = build_corpus(near_dir, files, planted, args.partition_files, args.threshold, SEED)
+    built = build_corpus(tmp, label, files, planted, args)
     disk = built["disk"]
     print(f"[{label}] {files:,} signatures, {planted:,} planted copies, {len(built['partitions'])} partitions "
-          f"written in {built['seconds']:.1f} s: sigs {disk['sigs'] / 1e9:.2f} GB, band keys "
+          f"written in {built['seconds']:.1f} s ({args.jobs} children at a time): sigs {disk['sigs'] / 1e9:.2f} GB, band keys "
           f"{disk['bands'] / 1e9:.2f} GB, names {disk['names'] / 1e6:.0f} MB", flush=True)
     bands, _ = minhash.lsh_shape(args.threshold)
     groups = near.group_count(files, bands)
@@ -416,10 +444,14 @@ def components_at(tmp: Path, label: str, files: int, planted: int, args) -> dict
     edges = sum(r["result"]["edges"] for r in runs)
     peak = max(r["peak_mb"] for r in runs)
     cpu = sum(r["cpu_s"] for r in runs)
-    print(f"[{label}] band groups: {groups} x find_edges ({bands} bands), {args.jobs} children at a time: "
-          f"{wall:.1f} s wall, {cpu:.1f} CPU s ({cpu / groups:.2f} per group); {pairs:,} candidate pairs checked (summed over groups), "
-          f"{edges:,} edges; peak RSS of one group {peak:,.0f} MB (mean {np.mean([r['peak_mb'] for r in runs]):,.0f}; "
-          f"a child that only imports: {baseline:,.0f} MB)", flush=True)
+    used = [r for g, r in zip(range(groups), runs, strict=True) if len(near.group_bands(bands, groups, g))]
+    read = max(r["read"] for r in used)
+    print(f"[{label}] band groups: {groups} x find_edges ({len(used)} holding some of the {bands} bands), "
+          f"{args.jobs} children at a time: {wall:.1f} s wall, {cpu:.1f} CPU s ({cpu / len(used):.2f} per group "
+          f"holding bands); {pairs:,} candidate pair checks and {edges:,} edges (summed over groups); peak RSS of "
+          f"one group {peak:,.0f} MB (mean {np.mean([r['peak_mb'] for r in used]):,.0f}; a child that only "
+          f"imports: {baseline:,.0f} MB); read by one group up to {read / 1e9:.2f} GB (sigs on disk "
+          f"{disk['sigs'] / 1e9:.2f} GB)", flush=True)
     settled = run_child(["--child", "settle", str(plan_path)])
     summary = settled["result"]
     print(f"[{label}] settle: {settled['seconds']:.1f} s wall, {settled['cpu_s']:.1f} CPU s, peak RSS "
