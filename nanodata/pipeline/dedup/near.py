@@ -18,7 +18,8 @@ It runs as a map and two reduces, over files staged in one place (`near`: a loca
   and only a pair at or above the threshold becomes an edge. No task holds all signatures: a group holds its
   bands' keys (24 bytes per file per band) and the signatures of its candidates;
 - components (`settle`, one task): the edges' connected components by min-label propagation, each component's
-  smallest rank kept; removed.bin (sorted gids) and summary.json. Its memory grows with the edges, not the corpus.
+  smallest rank kept; removed.bin (sorted gids) and summary.json. Its memory grows with the edges, not the corpus;
+  it reads the names of the files it reports only.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ VENDORED_BIT = 1 << 63  # in a rank: a vendored file sorts after every file that
 RETRIES = 16            # members a candidate that fails against its key's first file is also checked against
 EXAMPLES_KEPT = 1000    # removed files the summary names, with the file kept and their Jaccard
 LARGEST_KEPT = 20       # clusters the summary lists
-COALESCE = 64           # signature records read as one range when fewer than this many lie between two wanted
+COALESCE = 8            # signature records read as one range when fewer than this many lie between two wanted
+GROUP_BYTES = 512 << 20  # band records a band group reads (a band at a time): 8 groups for 4.5M files
 
 SIG_DTYPE = np.dtype([("rank", "<u8"), ("size", "<u8"), ("name_start", "<u8"), ("name_len", "<u8"),
                       ("sig", "<u4", (BINS,))])
 BAND_DTYPE = np.dtype([("key", "<u8"), ("rank", "<u8"), ("ref", "<u8")])  # ref: partition << 32 | record
 EDGE_DTYPE = np.dtype([("a", "<u8"), ("b", "<u8"), ("jaccard", "<f4")])   # ranks, a < b
+MEMBER_DTYPE = np.dtype([("rank", "<u8"), ("ref", "<u8"), ("size", "<u8"), ("name_start", "<u8"), ("name_len", "<u8")])
 
 
 def is_vendored(path: str) -> bool:
@@ -121,9 +124,12 @@ def store_signatures(directory: Path, near: str, partition: int) -> None:
 
 # ---------------------------------------------------------------- reduce 1: a group of bands -> verified edges
 
-def group_count(files: int, bands: int, group_bytes: int = 64 << 20) -> int:
-    """How many band groups (mapped tasks): enough that a group holds about group_bytes of band records."""
-    return max(1, min(bands, math.ceil(files * bands * BAND_DTYPE.itemsize / group_bytes)))
+def group_count(files: int, bands: int, group_bytes: int = GROUP_BYTES) -> int:
+    """How many band groups (mapped tasks): each reads about group_bytes of band records (one band at a time in
+    memory) and the signatures of its candidates once, so fewer, larger groups read fewer signatures again. Every
+    group holds at least one band (group_bands)."""
+    wanted = max(1, min(bands, math.ceil(files * bands * BAND_DTYPE.itemsize / group_bytes)))
+    return math.ceil(bands / math.ceil(bands / wanted))
 
 
 def group_bands(bands: int, groups: int, group: int) -> range:
@@ -165,24 +171,29 @@ def _load_signatures(near: str, refs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _names(near: str, sigs: np.ndarray, refs: np.ndarray) -> list[tuple[str, str]]:
-    """(project, source) of each record, read from its partition's names file."""
-    names: list[tuple[str, str]] = [("", "")] * len(sigs)
-    parts = (refs >> np.uint64(32)).astype(np.int64)
+def _names(near: str, members: np.ndarray) -> list[tuple[str, str]]:
+    """(project, source) of each MEMBER_DTYPE record, read from its partition's names file (coalesced ranges)."""
+    names: list[tuple[str, str]] = [("", "")] * len(members)
+    parts = (members["ref"] >> np.uint64(32)).astype(np.int64)
     for partition in np.unique(parts).tolist():
         where = np.flatnonzero(parts == partition)
-        starts, lengths = sigs["name_start"][where], sigs["name_len"][where]
-        lo, hi = int(starts.min()), int((starts + lengths).max())
-        block = _read(join(near, _name("names", partition, ".txt")), lo, hi)
-        for i, start, length in zip(where.tolist(), (starts - lo).tolist(), lengths.tolist(), strict=True):
-            project, _, source = block[start:start + length].decode("utf-8", "surrogatepass").partition("\t")
-            names[i] = (project, source)
+        where = where[np.argsort(members["name_start"][where], kind="stable")]
+        starts, ends = members["name_start"][where], members["name_start"][where] + members["name_len"][where]
+        breaks = np.flatnonzero(starts[1:] - ends[:-1] > COALESCE * 128) + 1
+        uri = join(near, _name("names", partition, ".txt"))
+        for run in np.split(np.arange(len(where)), breaks):
+            lo = int(starts[run[0]])
+            block = _read(uri, lo, int(ends[run].max()))
+            for i, start, stop in zip(where[run].tolist(), (starts[run] - lo).tolist(), (ends[run] - lo).tolist(),
+                                      strict=True):
+                project, _, source = block[start:stop].decode("utf-8", "surrogatepass").partition("\t")
+                names[i] = (project, source)
     return names
 
 
 def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, list[int]]], threshold: float) -> dict:
     """Mapped: the verified near-copy pairs among the files sharing a key in any of `bands`, written to
-    edges/GGGGG.bin (EDGE_DTYPE) and members/GGGGG.jsonl (rank, size, project, source of each file in an edge).
+    edges/GGGGG.bin (EDGE_DTYPE) and members/GGGGG.bin (MEMBER_DTYPE: each file of an edge, where its name is).
     partitions: (partition number, its band_offsets) of every partition that signed a file."""
     heads, members = [], []
     for band in bands:
@@ -218,10 +229,11 @@ def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, 
     out = np.unique(out)  # sorted, one row per pair
     storage.write_bytes(join(near, _name("edges", group, ".bin")), out.tobytes())
     used = np.unique(np.concatenate([a, b]))
-    names = _names(near, sigs[used], refs[used])
-    lines = "".join(json.dumps({"rank": int(sigs["rank"][i]), "size": int(sigs["size"][i]), "project": p,
-                                "source": s}, ensure_ascii=False) + "\n" for i, (p, s) in zip(used.tolist(), names, strict=True))
-    storage.write_bytes(join(near, _name("members", group, ".jsonl")), lines.encode("utf-8", "surrogatepass"))
+    members = np.zeros(len(used), dtype=MEMBER_DTYPE)
+    for field in ("rank", "size", "name_start", "name_len"):
+        members[field] = sigs[field][used]
+    members["ref"] = refs[used]
+    storage.write_bytes(join(near, _name("members", group, ".bin")), members.tobytes())
     return {"group": group, "bands": [bands.start, bands.stop], "candidate_pairs": len(pairs),
             "edges": len(out), "rejected": int((~passed).sum()) - len(retried)}
 
@@ -270,12 +282,11 @@ def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
     edges = [np.frombuffer(storage.read_bytes(join(near, _name("edges", g, ".bin"))) or b"", dtype=EDGE_DTYPE)
              for g in range(groups)]
     edge = np.unique(np.concatenate(edges)) if edges else np.zeros(0, EDGE_DTYPE)
-    members: dict[int, dict] = {}
-    for g in range(groups):
-        for line in (storage.read_bytes(join(near, _name("members", g, ".jsonl"))) or b"").splitlines():
-            record = json.loads(line)
-            members[record["rank"]] = record
+    members = np.concatenate([np.frombuffer(storage.read_bytes(join(near, _name("members", g, ".bin"))) or b"",
+                                            dtype=MEMBER_DTYPE) for g in range(groups)] or [np.zeros(0, MEMBER_DTYPE)])
     nodes = np.unique(np.concatenate([edge["a"], edge["b"]])) if len(edge) else np.zeros(0, np.uint64)
+    _, first = np.unique(members["rank"], return_index=True)  # every node is a member of the group of its edges
+    members = members[first]  # aligned with nodes: both sorted by rank
     ia, ib = np.searchsorted(nodes, edge["a"]), np.searchsorted(nodes, edge["b"])
     label = _components(ia, ib, len(nodes))
     removed = np.flatnonzero(label != np.arange(len(nodes)))
@@ -289,42 +300,46 @@ def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
     similar = np.array([direct.get((int(k), int(r)), float(best[r])) for k, r in zip(kept, removed, strict=True)])
     removed_gids = np.sort(gid_of_rank(nodes[removed]))
     storage.write_bytes(join(near, "removed.bin"), removed_gids.astype("<u8").tobytes())
-    summary = _summary(nodes, label, removed, kept, similar, members, by_project, threshold)
+    summary = _summary(near, nodes, label, removed, kept, similar, members, by_project, threshold)
     summary["candidate_pairs_verified"] = int(len(edge))
     storage.write_bytes(join(near, "summary.json"), json.dumps(summary, indent=1, sort_keys=True).encode())
     return summary
 
 
-def _summary(nodes, label, removed, kept, similar, members: dict, by_project: dict, threshold: float) -> dict:
-    def member(i: int) -> dict:
-        return members[int(nodes[i])]
-
-    sizes = np.array([member(i)["size"] for i in range(len(nodes))], dtype=np.int64)
+def _summary(near: str, nodes, label, removed, kept, similar, members: np.ndarray, by_project: dict,
+             threshold: float) -> dict:
+    """What settle reports; names are read for the removed files and the kept files it names only."""
+    sizes = members["size"].astype(np.int64)
+    roots, cluster_size = np.unique(label, return_counts=True)
+    cluster_bytes = np.bincount(label, weights=sizes, minlength=len(nodes))
+    biggest = sorted(zip((-cluster_size).tolist(), roots.tolist(), strict=True))[:LARGEST_KEPT]
+    shown = sorted(set(removed.tolist()) | set(kept[:EXAMPLES_KEPT].tolist()) | {root for _, root in biggest})
+    name = dict(zip(shown, _names(near, members[shown]) if shown else [], strict=True))
     projects: dict[str, dict] = {}
     for r in removed.tolist():
-        counts = projects.setdefault(member(r)["project"], {"removed": 0, "bytes_removed": 0})
+        counts = projects.setdefault(name[r][0], {"removed": 0, "bytes_removed": 0})
         counts["removed"] += 1
         counts["bytes_removed"] += int(sizes[r])
     for project, counts in projects.items():
         files, size = by_project.get(project, [counts["removed"], counts["bytes_removed"]])
         counts.update(files=files, bytes=size, kept=files - counts["removed"])
-    roots, cluster_size = np.unique(label, return_counts=True) if len(label) else (np.zeros(0, int), np.zeros(0, int))
-    cluster_bytes = np.bincount(label, weights=sizes, minlength=len(nodes)) if len(nodes) else np.zeros(0)
-    biggest = sorted(zip((-cluster_size).tolist(), roots.tolist(), strict=True))[:LARGEST_KEPT]
     edges = np.linspace(threshold, 1.0, 11) if threshold < 1 else np.array([1.0, 1.0])
-    histogram, _ = np.histogram(similar, bins=edges) if len(similar) else (np.zeros(len(edges) - 1, int), None)
+    histogram = np.histogram(similar, bins=edges)[0] if len(similar) else np.zeros(len(edges) - 1, int)
+    removed_of = {root: [] for _, root in biggest}
+    for r, k in zip(removed.tolist(), kept.tolist(), strict=True):
+        if k in removed_of:
+            removed_of[k].append(name[r][0])
     bands, rows = lsh_shape(threshold)
     return {
         "threshold": threshold, "bands": bands, "rows": rows,
         "files_removed": int(len(removed)), "bytes_removed": int(sizes[removed].sum()) if len(removed) else 0,
         "clusters": int(len(roots)),
         "files_signed": int(sum(c[0] for c in by_project.values())),
-        "examples": [{"removed": member(r)["source"], "kept": member(k)["source"], "jaccard": round(float(j), 4)}
+        "examples": [{"removed": name[r][1], "kept": name[k][1], "jaccard": round(float(j), 4)}
                      for r, k, j in list(zip(removed.tolist(), kept.tolist(), similar.tolist(), strict=True))[:EXAMPLES_KEPT]],
         "by_project": dict(sorted(projects.items(), key=lambda item: (-item[1]["removed"], item[0]))),
-        "largest_clusters": [{"kept": member(root)["source"], "files": -negative, "bytes": int(cluster_bytes[root]),
-                              "removed_projects": sorted({member(i)["project"] for i in np.flatnonzero(label == root).tolist()
-                                                          if i != root})[:10]}
+        "largest_clusters": [{"kept": name[root][1], "files": -negative, "bytes": int(cluster_bytes[root]),
+                              "removed_projects": sorted(set(removed_of[root]))[:10]}
                              for negative, root in biggest],
         "jaccard_histogram": [{"from": round(float(lo), 3), "to": round(float(hi), 3), "files": int(n)}
                               for lo, hi, n in zip(edges[:-1], edges[1:], histogram, strict=True)],
