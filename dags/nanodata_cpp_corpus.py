@@ -21,6 +21,11 @@ shard (mapped) → publish → report → cleanup**.
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
   Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
   (batched above 1,024), so the Celery workers share one build.
+* Cleaning, in the pass that reads each file (parse, or chunk in local modes), before it is chunked: `filters`
+  drop generated files, long lines, non-alphabetic and encoded data (StarCoder2's rules), `decontaminate` files
+  holding a benchmark item's text, `licenses` projects whose license is not listed; `redact` replaces secrets,
+  emails and public IP addresses with placeholders. `plan` checks these Params in words before any work. The report's
+  Cleaning section names each dropped file with its reason and figure, and gives each project's license.
 * Near-dedup (`dedup` = near, the default): the pass that reads each file (parse, or chunk in local modes) also
   writes its MinHash signature (BigCode's 5-gram shingles) and LSH band keys; each mapped `near` task takes a
   group of bands and keeps the candidate pairs whose Jaccard, estimated on the full signature, reaches
@@ -74,7 +79,8 @@ PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and
 def _build_params(params) -> dict:
     """The Params that change the output: part of the build key."""
     return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "rows_per_file",
-                                   "val_fraction", "dedup", "near_threshold")}
+                                   "val_fraction", "dedup", "near_threshold", "filters", "redact", "decontaminate",
+                                   "licenses")}
 
 
 @dag(
@@ -115,6 +121,21 @@ def _build_params(params) -> dict:
                                 title="Near-duplicate threshold",
                                 description=f"dedup near: the estimated Jaccard at which two files are near-copies, "
                                             f"from {NEAR_THRESHOLD.lo:g} to {NEAR_THRESHOLD.hi:g} (BigCode: 0.7)."),
+        "filters": Param("generated,long-lines,alpha,encoded", type="string", title="File filters",
+                         description="Files dropped before chunking (StarCoder2's rules), each named in the report's "
+                                     "Cleaning section: generated, long-lines, alpha, encoded (comma-separated), or "
+                                     "none."),
+        "redact": Param("secrets,emails,ips", type="string", title="Redaction",
+                        description="Replaced by <KEY>, <PASSWORD>, <EMAIL>, <IP_ADDRESS> before chunking: secrets, "
+                                    "emails, ips (comma-separated), or none. Counted by kind in the report."),
+        "decontaminate": Param([], type="array", items={"type": "string"}, title="Benchmark files",
+                               description='JSONL files ({"text": ...} per benchmark item; absolute paths or '
+                                           "gs://): a source file holding an item's text (whitespace ignored) is "
+                                           "dropped. Their contents are part of the build key."),
+        "licenses": Param("", type="string", title="Allowed licenses",
+                          description="SPDX ids, comma-separated (e.g. MIT,Apache-2.0,BSD-3-Clause): only projects "
+                                      "with a listed license are kept. Empty: all (each project's license is in "
+                                      "the report)."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
@@ -237,7 +258,8 @@ def nanodata_cpp_corpus():
 
 
 def _chunk_params(params) -> dict:
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold")}
+    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold",
+                                   "filters", "redact", "decontaminate", "licenses")}
 
 
 nanodata_cpp_corpus()

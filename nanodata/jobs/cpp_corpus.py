@@ -75,9 +75,12 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     earlier state) goes through the steps again, which find their outputs and only re-publish.
     """
     PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    _check_cleaning(params)
     started = time.perf_counter()
     inputs = list_inputs(source)
-    key = build_key(inputs, params)
+    # a benchmark file's contents decide the corpus as much as the inputs do
+    key = build_key(inputs, {**params, "decontaminate": [{"uri": uri, "hash": storage.content_digest(uri)}
+                                                         for uri in params.get("decontaminate") or ()]})
     stage = stage_uri(dest, key, partition_mb)
     latest = read_latest(dest)
     if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
@@ -98,6 +101,22 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     near = [{"key": key, "stage": stage, "group": g} for g in range((planned["near"] or {}).get("groups", 0))]
     return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs,
             "near": near}
+
+
+def _check_cleaning(params: dict) -> None:
+    """The cleaning Params, checked in words before any work (a misspelt filter, a missing benchmark file), as
+    `nanodata chunk` checks its flags; the tokenizer is loaded by the first mapped task, not here."""
+    from nanodata.pipeline.cleaning.decontaminate import Decontaminator
+    from nanodata.pipeline.cleaning.filters import parse_filter_list
+    from nanodata.pipeline.cleaning.licenses import parse_license_list
+    from nanodata.pipeline.cleaning.redact import parse_redact_list
+
+    for name, parse in (("filters", parse_filter_list), ("redact", parse_redact_list),
+                        ("licenses", parse_license_list)):
+        if params.get(name) is not None:
+            parse(params[name])
+    if params.get("decontaminate"):
+        Decontaminator(tuple(params["decontaminate"]))
 
 
 AVERAGE_FILE_BYTES = 4096  # a low guess of a C++ file's size: sizes the band groups before any file is read
@@ -171,13 +190,18 @@ def _batch_partitions(stage: str, batch: int) -> list[int]:
     return list(range(start, stop))
 
 
-def _settings(mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None, dedup: str,
-              near_threshold: float) -> dict:
+CHUNK_PARAMS = ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold", "filters", "redact",
+                "decontaminate", "licenses")  # the DAG Params that are ChunkConfig fields
+
+
+def _settings(params: dict) -> dict:
     """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges)."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
-    return ChunkConfig(mode=mode, max_tokens=max_tokens, tokenizer=tokenizer, max_file_bytes=max_file_bytes,
-                       dedup=dedup, near_threshold=near_threshold).worker_settings()
+    unknown = set(params) - set(CHUNK_PARAMS)
+    if unknown:
+        raise TypeError(f"not chunk settings: {sorted(unknown)}")
+    return ChunkConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}).worker_settings()
 
 
 def _near(stage: str) -> str:
@@ -229,14 +253,14 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
-def parse_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None,
-                dedup: str = "near", near_threshold: float = 0.7) -> dict:
+def parse_batch(ref: dict, **params) -> dict:
     """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite (and, near-deduping, its
     files' signatures into near/). max_file_bytes: larger files are skipped and named in the partition's summary
-    (None: no limit, as `nanodata chunk`)."""
+    (None: no limit, as `nanodata chunk`). params: ChunkConfig's fields (CHUNK_PARAMS), as the DAG's Params set them."""
     from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
-    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes, dedup, near_threshold)
+    settings = _settings(params)
+    max_file_bytes = params.get("max_file_bytes")
     stage = ref["stage"]
 
     def work(partition, tmp):
@@ -303,13 +327,13 @@ def index(planned: dict) -> list[dict]:
     return planned["chunk"]
 
 
-def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_file_bytes: int | None = None,
-                dedup: str = "near", near_threshold: float = 0.7) -> dict:
+def chunk_batch(ref: dict, **params) -> dict:
     """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin (and,
-    near-deduping in a local mode, its files' signatures into near/)."""
+    near-deduping in a local mode, its files' signatures into near/). params: as parse_batch's."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
 
-    settings = _settings(mode, max_tokens, tokenizer, max_file_bytes, dedup, near_threshold)
+    settings = _settings(params)
+    mode, max_file_bytes = settings["mode"], params.get("max_file_bytes")
     stage = ref["stage"]
 
     def work(partition, tmp):
@@ -317,20 +341,21 @@ def chunk_batch(ref: dict, *, mode: str, max_tokens: int, tokenizer: str, max_fi
         out = tmp / (name + STAGED)
         tally = Tally()
         signed: dict = {}
+        read_by_parse: dict = {}
         if mode in GLOBAL_MODES:
             store = storage.local_copy(join(stage, "units", name + ".sqlite"), tmp / "units.sqlite")
             parsed = read_json(join(stage, "units", name + ".json"))
             groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
-            # the files were read (and their problems counted) by the parse pass
-            for count in ("files_skipped", "files_failed", "problems", "files_too_big", "too_big"):
-                setattr(tally, count, parsed.get(count, getattr(tally, count)))
+            # the files were read (their problems counted, the dropped ones named) by the parse pass
+            read_by_parse = {k: parsed[k] for k in ("files_skipped", "files_failed", "problems", "files_too_big",
+                                                    "too_big", "files_dropped", "cleaning") if k in parsed}
         else:
             with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
                 docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
                 groups = stage_docs(docs, out, mode)
         buckets = read_json(join(stage, PLAN))["buckets"]
         scattered = tail.scatter(out, groups, buckets, join(stage, tail.SCATTER, name + ".bin"), tmp)
-        return {**tally.counts(), **scattered, **signed}
+        return {**tally.counts(), **read_by_parse, **scattered, **signed}
 
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
 
@@ -483,7 +508,16 @@ def report_extras(stage: str) -> dict:
     buckets = tail.bucket_stats(stage)
     return {"shards": tail.file_stats(stage), "partitions": partition_stats(summaries), "tasks": task_times(stage),
             "buckets": buckets, "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
-            "too_big": too_big_files(plan_, summaries), "near_duplicates": near_duplicates(stage, buckets)}
+            "too_big": too_big_files(plan_, summaries), "near_duplicates": near_duplicates(stage, buckets),
+            "cleaning": cleaning_stats(summaries)}
+
+
+def cleaning_stats(summaries: list[dict]) -> dict | None:
+    """What cleaning dropped, redacted and found (licenses) per project, summed over the chunk tasks' summaries."""
+    from nanodata.pipeline.cleaning.tally import summarize
+
+    parts = [s["cleaning"] for s in summaries if "cleaning" in s]
+    return summarize(parts) if parts else None
 
 
 def near_duplicates(stage: str, buckets: list[dict]) -> dict | None:

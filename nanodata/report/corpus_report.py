@@ -170,7 +170,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
                  fidelity: dict | None = None, too_big: dict | None = None,
-                 near_duplicates: dict | None = None) -> dict:
+                 near_duplicates: dict | None = None, cleaning: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
@@ -197,6 +197,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     counted = any(s["counted"] for s in shards)
     build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
     chunk_summary = (read_chunk_summary(build_dir) if fidelity is None or too_big is None or near_duplicates is None
+                     or cleaning is None
                      else None)
     return {
         "format": REPORT_FORMAT,
@@ -224,6 +225,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "fidelity": fidelity or (chunk_summary or {}).get("fidelity"),
         "too_big": too_big or too_big_section(chunk_summary),
         "near_duplicates": near_duplicates or (chunk_summary or {}).get("near_duplicates"),
+        "cleaning": cleaning or (chunk_summary or {}).get("cleaning"),
     }
 
 
@@ -361,6 +363,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {partitions}
 {buckets}
 {near_html(report.get("near_duplicates"))}
+{cleaning_html(report.get("cleaning"))}
 {tasks}
 {ambiguity_html(report.get("ambiguity"))}
 {fidelity_section(report.get("fidelity"))}
@@ -449,6 +452,50 @@ def near_plot(near: dict) -> str:
     histogram = near["jaccard_histogram"]
     return bar_chart(NEAR_PLOT_TITLE, [_jaccard_label(b) for b in histogram], [b["files"] for b in histogram],
                      xlabel="estimated Jaccard", ylabel="files removed", value_fmt=_count_fmt)
+
+
+CLEANING_TITLE = "Cleaning"
+CLEANING_EXAMPLES_SHOWN = 20  # dropped files per reason on the page (the summary names every one, up to its limit)
+
+
+def _cleaning_project_rows(cleaning: dict) -> tuple[list[dict], int]:
+    """Per project, most dropped first: its license, files kept, files and bytes dropped per reason, redactions."""
+    def dropped(entry):
+        return sum(files for files, _ in entry["dropped"].values())
+
+    ordered = sorted(cleaning["projects"].items(), key=lambda item: (-dropped(item[1]), item[0]))
+    rows = [{"project": name, "license": entry["license"], "files kept": f"{entry['files_kept']:,}",
+             "dropped": "; ".join(f"{reason} {files:,} ({size:,} bytes)"
+                                  for reason, (files, size) in sorted(entry["dropped"].items())) or "-",
+             "redacted": ", ".join(f"{kind} {n:,}" for kind, n in sorted(entry["redactions"].items())) or "-"}
+            for name, entry in ordered[:NEAR_PROJECTS_SHOWN]]
+    return rows, max(len(ordered) - NEAR_PROJECTS_SHOWN, 0)
+
+
+def cleaning_html(cleaning: dict | None) -> str:
+    """What cleaning dropped (per reason: files, bytes, examples with the figure that decided), redacted (by kind,
+    never the text) and each project's license (HTML; empty when the build has no record of it)."""
+    if cleaning is None:
+        return ""
+    reasons = [{"reason": reason, "files": f"{d['files']:,}", "bytes": f"{d['bytes']:,}"}
+               for reason, d in cleaning["dropped"].items()]
+    redacted = ", ".join(f"{kind} {n:,}" for kind, n in cleaning["redactions"].items()) or "nothing"
+    rows, more = _cleaning_project_rows(cleaning)
+    html = (f"<h2>{CLEANING_TITLE}</h2><p>{cleaning['files_dropped']:,} files dropped ({cleaning['bytes_dropped']:,} "
+            f"bytes) before chunking; placeholders put in: {escape(redacted)}.</p>"
+            + _columns_table(("reason", "files", "bytes"), reasons)
+            + f"<h3>By project</h3><p>License (SPDX), files kept, dropped per reason and redactions, most dropped "
+              f"first{f'; {more:,} more projects not listed' if more else ''}</p>"
+            + _columns_table(("project", "license", "files kept", "dropped", "redacted"), rows))
+    for reason, d in cleaning["dropped"].items():
+        listed = d["listed"][:CLEANING_EXAMPLES_SHOWN]
+        html += (f"<h3>Dropped: {escape(reason)}</h3><p>{len(listed)} of {d['files']:,} files, with what decided</p>"
+                 + _columns_table(("file", "figure"), listed))
+    if cleaning.get("items"):
+        items = [{"benchmark item": item, "files": f"{n:,}"}
+                 for item, n in sorted(cleaning["items"].items(), key=lambda kv: (-kv[1], kv[0]))[:100]]
+        html += "<h3>Benchmark items found</h3>" + _columns_table(("benchmark item", "files"), items)
+    return html
 
 
 def near_html(near: dict | None) -> str:

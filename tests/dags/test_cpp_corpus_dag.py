@@ -12,7 +12,8 @@ from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
-          "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7}
+          "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7, "filters": "generated,long-lines,alpha,encoded",
+          "redact": "secrets,emails,ips", "decontaminate": [], "licenses": ""}
 
 
 @pytest.fixture(scope="module")
@@ -90,13 +91,17 @@ def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp
     uri = f"{dest}/builds/{key}"
     dag_report = read_json(f"{uri}/report/report.json")
     read = build_report(corpus.fetch_dir(uri, tmp_path / "copy"), max_tokens=PARAMS["max_tokens"], uri=uri)
-    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates")
+    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates", "cleaning")
     shard_figures = [k for k in read if k not in from_tasks]
     assert {k: dag_report[k] for k in shard_figures} == {k: read[k] for k in shard_figures}
     assert dag_report["fidelity"]["total"]["lines_kept_pct"] == 100.0  # counted by the chunk tasks
     near = dag_report["near_duplicates"]  # settled by its task, shown in the report
     assert near["files_removed"] == near["docs_removed"] == 1 and near["examples"][0]["kept"] == "dup/util.h"
-    assert "Near-duplicate files" in storage.read_bytes(f"{uri}/report/index.html").decode()
+    page = storage.read_bytes(f"{uri}/report/index.html").decode()
+    assert "Near-duplicate files" in page and "<h2>Cleaning</h2>" in page
+    cleaning = dag_report["cleaning"]  # summed over the chunk tasks: every project, its license, nothing dropped
+    assert set(cleaning["projects"]) == {"projA", "projB", "dup", "misc"} and cleaning["files_dropped"] == 0
+    assert {e["license"] for e in cleaning["projects"].values()} == {"NOASSERTION"}
 
 
 def test_build_docs_come_from_every_input(built, tmp_path):

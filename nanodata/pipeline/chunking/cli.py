@@ -77,6 +77,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--near-threshold", type=flag(NEAR_THRESHOLD), default=NEAR_THRESHOLD.default, metavar="J",
                         help=f"--dedup near: the Jaccard at which two files are near-copies, from {NEAR_THRESHOLD.lo:g} "
                              f"to {NEAR_THRESHOLD.hi:g} (default: {NEAR_THRESHOLD.default:g}, BigCode's)")
+    parser.add_argument("--filters", default="generated,long-lines,alpha,encoded", metavar="LIST",
+                        help="files dropped before chunking (StarCoder2's rules), each named in the summary with the "
+                             "figure that decided it: generated (an auto-generated notice in the first lines, or a "
+                             "generator's header: protoc, moc, flex, bison, SWIG, ...), long-lines (a line over 1,000 "
+                             "characters or a mean over 100), alpha (under 25%% alphabetic), encoded (base64, hex or "
+                             "\\uXXXX data over 1,024 characters or half the file); default: all four; none: off")
+    parser.add_argument("--redact", default="secrets,emails,ips", metavar="LIST",
+                        help="replaced before chunking by <KEY>, <PASSWORD>, <EMAIL>, <IP_ADDRESS> (BigCode's "
+                             "placeholders; the summary counts them by kind, never shows them): secrets (cloud keys, "
+                             "private key blocks, tokens, password literals), emails, ips (private, loopback and "
+                             "documentation ranges kept); default: all three; none: off")
+    parser.add_argument("--decontaminate", nargs="+", default=[], metavar="FILE",
+                        help='JSONL files of benchmark items ({"text": ...} per line, local or gs://): a source file '
+                             "holding an item's text (whitespace ignored) loses its docs; the summary counts them by "
+                             "item (see README for building one from HumanEval-X / MultiPL-E)")
+    parser.add_argument("--licenses", default=None, metavar="LIST",
+                        help="keep only projects whose license (an SPDX id found in its LICENSE/COPYING files, or a "
+                             "JSONL record's \"license\") is listed, e.g. MIT,Apache-2.0,BSD-3-Clause (default: all; "
+                             "every project's license is in the summary)")
     parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
                         help="processes; output is identical for any value")
     parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=PARTITION_MB.default,
@@ -110,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     config = ChunkConfig(mode=args.mode, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
                          cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
                          partition_mb=args.partition_mb, extensions=extensions, dedup=args.dedup,
-                         near_threshold=args.near_threshold)
+                         near_threshold=args.near_threshold, filters=args.filters, redact=args.redact,
+                         decontaminate=tuple(args.decontaminate), licenses=args.licenses)
     common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
               "progress": not args.no_progress}
     if args.parquet_dir:
@@ -133,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"near-duplicates (Jaccard >= {near['threshold']:g}): {near['files_removed']} of {near['files_signed']} "
               f"files removed ({near['bytes_removed']} bytes, {near['docs_removed']} docs) in {near['clusters']} "
               f"clusters; examples in 'near_duplicates' of the summary")
+    cleaning = s["cleaning"]
+    if cleaning["files_dropped"] or cleaning["redactions"]:
+        where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
+        dropped = ", ".join(f"{reason} {d['files']:,}" for reason, d in cleaning["dropped"].items()) or "none"
+        redacted = ", ".join(f"{kind} {n:,}" for kind, n in cleaning["redactions"].items()) or "none"
+        print(f"cleaning: {cleaning['files_dropped']:,} files dropped ({dropped}); redacted: {redacted} (each "
+              f"dropped file named with its reason in 'cleaning' of {where})")
     if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
         where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
         print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "

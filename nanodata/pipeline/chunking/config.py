@@ -5,12 +5,17 @@ nanodata.ranges, the one table the three faces share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.pipeline.cleaning.decontaminate import Decontaminator
+from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, DEFAULT_FILTERS, make_filters, parse_filter_list
+from nanodata.pipeline.cleaning.licenses import parse_license_list
+from nanodata.pipeline.cleaning.redact import DEFAULT_REDACT, Redactor, parse_redact_list
+from nanodata.pipeline.cleaning.stages import Cleaning
 from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, NEAR_THRESHOLD, PARTITION_MB, PROCESS_WORKERS
 
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
@@ -23,7 +28,10 @@ class ChunkConfig:
     files are skipped and listed (None, the default: no limit). workers: processes (the output is the same for any). partition_mb: global modes
     parse and emit partitions of this much source. extensions: the C++ files of a project directory. dedup: "near"
     (files whose estimated Jaccard with a kept file is >= near_threshold lose their docs, nanodata.pipeline.dedup.near;
-    then exact duplicate docs) or "exact" (exact duplicate docs only)."""
+    then exact duplicate docs) or "exact" (exact duplicate docs only). filters: what drops a file (names from
+    nanodata.pipeline.cleaning.filters, or a comma list; "none"); redact: what is replaced by a placeholder
+    ("secrets,emails,ips", or "none"); decontaminate: JSONL files of benchmark items whose text drops a file
+    holding it; licenses: the SPDX ids whose projects are kept (None: all). `cleaning` is what the workers run."""
     mode: str = "basic"
     max_tokens: int = MAX_TOKENS.default
     tokenizer: str = "cl100k_base"
@@ -34,6 +42,11 @@ class ChunkConfig:
     extensions: tuple[str, ...] = CPP_EXTENSIONS
     dedup: str = "near"
     near_threshold: float = NEAR_THRESHOLD.default
+    filters: tuple[str, ...] | str = DEFAULT_FILTERS
+    redact: tuple[str, ...] | str = DEFAULT_REDACT
+    decontaminate: tuple[str, ...] = ()
+    licenses: tuple[str, ...] | str | None = None
+    cleaning: Cleaning = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -47,6 +60,18 @@ class ChunkConfig:
         if self.dedup not in DEDUPS:
             raise NanodataError(f"--dedup {self.dedup!r}: expected one of {', '.join(DEDUPS)}")
         object.__setattr__(self, "near_threshold", NEAR_THRESHOLD.check("--near-threshold", self.near_threshold))
+        for name, parse in (("filters", parse_filter_list), ("redact", parse_redact_list)):
+            value = getattr(self, name)
+            object.__setattr__(self, name, parse(value) if isinstance(value, str) else parse(",".join(value) or "none"))
+        if isinstance(self.licenses, str) or self.licenses is not None:
+            licenses = self.licenses if isinstance(self.licenses, str) else ",".join(self.licenses)
+            object.__setattr__(self, "licenses", parse_license_list(licenses))
+        object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate))
+        # built (and its inputs checked) here, before any work: a missing benchmark file fails the run at once
+        object.__setattr__(self, "cleaning", Cleaning(
+            filters=(*BUILTIN_FILTERS, *make_filters(self.filters),
+                     *((Decontaminator(self.decontaminate),) if self.decontaminate else ())),
+            transforms=(Redactor(self.redact),) if self.redact else ()))
         object.__setattr__(self, "tokenizer", str(self.tokenizer))
         object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
         counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work
@@ -54,4 +79,5 @@ class ChunkConfig:
     def worker_settings(self) -> dict:
         """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
         return {"tokenizer": self.tokenizer, "mode": self.mode, "budget": self.max_tokens,
-                "cross_depth": self.cross_depth, "near": self.near_threshold if self.dedup == "near" else None}
+                "cross_depth": self.cross_depth, "near": self.near_threshold if self.dedup == "near" else None,
+                "cleaning": self.cleaning, "licenses": self.licenses}

@@ -23,7 +23,7 @@ import logging
 import pickle
 import shutil
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,9 @@ from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
 from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
+from nanodata.pipeline.cleaning.licenses import allowed
+from nanodata.pipeline.cleaning.stages import Drop
+from nanodata.pipeline.cleaning.tally import CleaningTally
 from nanodata.pipeline.dedup.minhash import signature
 from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed, reduce_here, store_signatures
 from nanodata.pipeline.workers import process_pool
@@ -68,16 +71,25 @@ def _init_worker(settings: dict) -> None:
 
 
 def _parse(src: SourceFile):
-    """(units, near-dedup signature or None) of a file, or (None, its Problem)."""
+    """(units, near-dedup signature or None, redactions) of a file; its Problem when it cannot be read; a FileResult
+    naming its Drop when its license or a filter drops it."""
     text, problem = load_text(src)
     if problem is not None:
-        return None, problem
+        return problem
+    allow = _state["licenses"]
+    if allow is not None and not allowed(src.license, allow):
+        drop, changes = Drop("license", f"its project's license is {src.license}"), None
+    else:  # the file's one slot for being judged and changed, before it is chunked (counted on the redacted text)
+        text, drop, changes = _state["cleaning"].clean(src.source, text)
+    if drop is not None:
+        return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path, drop=drop,
+                          license=src.license)
     # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
     sig = signature(text) if _state.get("near") is not None else None
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
     return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                        split_bytes=_state["budget"]), sig), None
+                        split_bytes=_state["budget"]), sig, changes)
 
 
 def _chunker(files: dict) -> Chunker:
@@ -97,23 +109,25 @@ def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) 
 
 def _chunk_file(src: SourceFile):
     """Local modes: one file in, its docs (and signature) out."""
-    parsed, problem = _parse(src)
-    if parsed is None:
-        return problem
-    fu, sig = parsed
+    parsed = _parse(src)
+    if not isinstance(parsed, tuple):
+        return parsed
+    fu, sig, changes = parsed
     result = _chunked(src.gid, src.source, src.project, src.size, fu)
-    result.signature, result.source, result.path = sig, src.source, src.path
+    result.signature, result.source, result.path, result.redactions, result.license = (
+        sig, src.source, src.path, changes, src.license)
     return result
 
 
 def _parse_file(src: SourceFile):
     """Global modes, pass 1: one file in, its units (pickled), definitions and signature out."""
-    parsed, problem = _parse(src)
-    if parsed is None:
-        return problem
-    fu, sig = parsed
+    parsed = _parse(src)
+    if not isinstance(parsed, tuple):
+        return parsed
+    fu, sig, changes = parsed
     return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig, source=src.source,
-                      path=src.path, payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+                      path=src.path, redactions=changes, license=src.license,
+                      payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
 
 
 def _emit_file(row):
@@ -135,6 +149,9 @@ class FileResult:
     signature: np.ndarray | None = None  # near-dedup's (minhash.signature), when the run asks for it
     source: str = ""            # the file's names, for near-dedup's summary and its vendoring rule
     path: str = ""
+    drop: Drop | None = None    # why a filter (or the license allow-list) dropped it: no docs then
+    redactions: Counter | None = None  # placeholders put in its text, by kind
+    license: str = ""           # its project's SPDX id
 
 
 def _bytes_of(item) -> int:
@@ -194,6 +211,8 @@ class Tally:
     fidelity: dict = field(default_factory=dict)   # project -> summed fidelity.file_stats
     files_too_big: int = 0  # skipped for --max-file-bytes (also in files_skipped), named in too_big, not problems
     too_big: list = field(default_factory=list)  # {"file", "bytes"}, the first TOO_BIG_KEPT
+    files_dropped: int = 0  # read, then dropped by a filter or the license allow-list (named in `cleaning`)
+    cleaning: CleaningTally = field(default_factory=CleaningTally)
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -211,9 +230,16 @@ class Tally:
         elif len(self.problems) < PROBLEMS_KEPT:
             self.problems.append(str(problem))
 
+    def dropped(self, result: FileResult) -> None:
+        self.files_read += 1
+        self.bytes_read += result.size
+        self.files_dropped += 1
+        self.cleaning.drop(result.project, result.source, result.size, result.drop, result.license)
+
     def file(self, result: FileResult) -> None:
         self.files_read += 1
         self.bytes_read += result.size
+        self.cleaning.kept(result.project, result.redactions, result.license)
         self.syntax_errors += result.syntax_errors
         self.docs += len(result.docs)
         self.tokens += sum(d.tokens for d in result.docs)
@@ -229,13 +255,17 @@ class Tally:
         self.too_big.extend(other.get("too_big", [])[:TOO_BIG_KEPT - len(self.too_big)])
 
     def counts(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "strict"}
+        return {**{k: v for k, v in self.__dict__.items() if k not in ("strict", "cleaning")},
+                "cleaning": self.cleaning.to_dict()}
 
 
 def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
+    """The usable results of function over items, in input order; problems and dropped files counted only."""
     for result in _ordered_map(function, items, settings, workers):
         if isinstance(result, Problem):
             tally.problem(result)
+        elif result.drop is not None:
+            tally.dropped(result)
         else:
             tally.file(result)
             yield result
@@ -441,10 +471,14 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
                                             int(config.partition_mb * 2 ** 20), writer)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-        if tally.files_read == 0:
+        if tally.files_read == tally.files_dropped:
+            dropped = next((f"{d['listed'][0]['file']}: {reason} ({d['listed'][0]['figure']})"
+                            for reason, d in tally.cleaning.dropped.items()), None)
             first = (f": first problem: {tally.problems[0]}" if tally.problems else
-                     f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else "")
-            raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed} problems){first}")
+                     f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else
+                     f": every file was dropped, first {dropped}" if dropped else "")
+            raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed + tally.files_dropped} "
+                                f"problems){first}")
     except BaseException as exc:
         writer.abort()
         if is_disk_full(exc):  # the output, its staging or the dedupe table: all next to OUTPUT
@@ -469,6 +503,10 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
         # global modes: per project, names defined more than once with one qualification (never pulled)
         **{k: counts_of_run[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in counts_of_run},
         "dedup": config.dedup, "near_duplicates": counts_of_run.get("near_duplicates"),
+        # what cleaning dropped (per reason, each file named with its figure), redacted (counts by kind), licenses
+        "filters": list(config.filters), "redact": list(config.redact), "decontaminate": list(config.decontaminate),
+        "licenses": None if config.licenses is None else list(config.licenses),
+        "files_dropped": counts["files_dropped"], "cleaning": counts["cleaning"],
         # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)
         "fidelity": summarize(counts["fidelity"]),
     }

@@ -7,11 +7,15 @@ independent of how the work is cut: a partition is a range of items, and items k
 source name and line number whichever partition reads them.
 
 Unusable inputs come out as `Problem`s (one line naming the file and line) instead of raising,
-so a run goes on past bad input and the caller decides (strict or not) what a problem costs.
+so a run goes on past bad input and the caller decides (strict or not) what a problem costs. What a file's
+text holds (empty, binary, not UTF-8, generated, ...) is judged later, by the filters of
+nanodata.pipeline.cleaning, in the worker that reads it: text that is not UTF-8 arrives here decoded with
+surrogate escapes, so the `undecodable` filter sees it and names where.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.errors import NanodataError
+from nanodata.pipeline.cleaning.licenses import NOASSERTION, detect_license, license_files
 
 CPP_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".cpp", ".cxx", ".ipp", ".tcc")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
@@ -41,6 +46,7 @@ class SourceFile:
     text: str | None = None     # JSONL records carry their text...
     file: str | None = None     # ...project files are read (local path or gs:// URI) by the worker parsing them
     size: int = 0
+    license: str = NOASSERTION  # its project's SPDX id (a tree's license files), or its record's "license"
 
 
 @dataclass
@@ -109,19 +115,12 @@ def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_b
     size = len(text.encode("utf-8", "surrogatepass"))
     if problem := too_big(where, size, max_file_bytes):
         return problem
-    if not text.strip():
-        return Problem(where, "empty text", "skipped")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
-        return Problem(where, "text holds invalid unicode (lone surrogate escapes)")
-    if "\0" in text:
-        return Problem(where, "binary text (NUL bytes)", "skipped")
     rel = str(record.get("path") or "")
     repo = str(record.get("repo") or "")
     source = "/".join(p for p in (repo, rel) if p) or f"{name}:{number}"
     project = repo or name  # a record without a repo belongs to its input file
-    return SourceFile(gid, source, project, rel or source, text=text, size=size)
+    return SourceFile(gid, source, project, rel or source, text=text, size=size,
+                      license=str(record.get("license") or NOASSERTION))
 
 
 def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display: str | None = None,
@@ -245,10 +244,28 @@ def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int | No
     if problem := too_big(file, size, max_file_bytes):
         return problem
     project, _, inner = rel.partition("/")
+    license = project_license(storage.join_uri(root, project) if inner else root)
     if not inner:
         project = root_name
     # "project/path": a tree's own location never shows, so a moved tree gives the same docs
-    return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size)
+    return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size, license=license)
+
+
+@functools.lru_cache(maxsize=1024)
+def project_license(directory: str) -> str:
+    """The SPDX id of a project directory's license files (LICENSE, COPYING, ... at its top), NOASSERTION without
+    any: read once per project and run."""
+    if storage.parse_gs(directory) is None:
+        try:
+            names = sorted(entry.name for entry in os.scandir(directory) if entry.is_file())
+        except OSError:
+            return NOASSERTION
+    else:
+        bucket, prefix = storage.parse_gs(directory.rstrip("/") + "/")
+        names = sorted(b.name[len(prefix):] for b in storage.iter_blobs(bucket, prefix, f"list {directory}", "/"))
+    found = license_files(names)
+    texts = [(storage.read_bytes(storage.join_uri(directory, name)) or b"").decode("utf-8", "replace") for name in found]
+    return detect_license(texts) if texts else NOASSERTION
 
 
 def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_bytes: int | None):
@@ -263,7 +280,8 @@ def tree_items(root: str, input_no: int, extensions: tuple[str, ...], max_file_b
 
 
 def load_text(src: SourceFile) -> tuple[str | None, Problem | None]:
-    """The file's text, or why it cannot be used (binary, not UTF-8, empty, unreadable)."""
+    """The file's text (bytes that are not UTF-8 kept as surrogate escapes, for the `undecodable` filter), or why
+    it cannot be read."""
     if src.text is not None:
         return src.text, None
     try:
@@ -272,12 +290,4 @@ def load_text(src: SourceFile) -> tuple[str | None, Problem | None]:
         return None, Problem(src.file, f"unreadable: {exc.strerror or exc}")
     if data is None:
         return None, Problem(src.file, "file disappeared")
-    if b"\0" in data:
-        return None, Problem(src.file, "binary file (NUL bytes)", "skipped")
-    if not data.strip():
-        return None, Problem(src.file, "empty file", "skipped")
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        return None, Problem(f"{src.file}:{line}", f"not UTF-8 (byte offset {exc.start})")
+    return data.decode("utf-8", "surrogateescape"), None

@@ -39,9 +39,11 @@ def bad_jsonl(tmp_path):
 def test_bad_lines_reported_with_line_numbers_and_run_goes_on(bad_jsonl, tmp_path):
     summary = chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[bad_jsonl], max_tokens=2048)
     problems = summary["problems"]
-    for line, words in [(2, "invalid JSON"), (3, 'no "text"'), (4, '"text" is int'), (5, "not UTF-8"), (6, "empty")]:
+    for line, words in [(2, "invalid JSON"), (3, 'no "text"'), (4, '"text" is int'), (5, "not UTF-8")]:
         assert any(p.startswith(f"{bad_jsonl}:{line}: ") and words in p for p in problems), (line, problems)
-    assert summary["files_read"] == 2 and summary["files_failed"] == 4 and summary["files_skipped"] == 1
+    # a record whose text is empty was read, then dropped by the `empty` filter: named with its reason
+    assert summary["cleaning"]["dropped"]["empty"]["listed"] == [{"file": "mixed.jsonl:6", "figure": "only whitespace (3 characters)"}]
+    assert summary["files_read"] == 3 and summary["files_dropped"] == 1 and summary["files_failed"] == 4
     docs = read_docs(tmp_path / "out.jsonl")
     assert docs[0]["source"] == "demo/src/calls.cpp" and docs[0]["kind"] == "file"
     assert docs[1]["source"] == "mixed.jsonl:8"  # the input's name: where it was read from never shows
@@ -135,13 +137,15 @@ def test_project_walk_extensions_sizes_binaries_and_symlinks(tmp_path):
     summary = chunk_to_jsonl(tmp_path / "out.jsonl", project_dirs=[root], max_file_bytes=1000)
     sources = sorted(d["source"] for d in read_docs(tmp_path / "out.jsonl"))
     assert sources == ["p/src/B.HPP", "p/src/a.cpp"]
-    problems = "\n".join(summary["problems"])
-    for words in ("escape.cpp: symlink points outside", "blob.h: binary file", "latin1.h:1: not UTF-8",
-                  "empty.h: empty file"):
-        assert words in problems
+    assert "escape.cpp: symlink points outside" in "\n".join(summary["problems"])
+    dropped = {reason: d["listed"] for reason, d in summary["cleaning"]["dropped"].items()}
+    assert [d["file"] for d in dropped["binary"]] == ["p/blob.h"]
+    assert dropped["undecodable"][0]["file"] == "p/latin1.h" and "line 1" in dropped["undecodable"][0]["figure"]
+    assert [d["file"] for d in dropped["empty"]] == ["p/empty.h"]
     assert summary["too_big"] == [{"file": str(root / "p" / "big.cc"), "bytes": 1424}]
     assert summary["files_too_big"] == 1 and summary["max_file_bytes"] == 1000
-    assert summary["files_read"] == 2 and summary["files_failed"] == 1 and summary["files_skipped"] == 4
+    assert summary["files_read"] == 5 and summary["files_dropped"] == 3
+    assert summary["files_failed"] == 0 and summary["files_skipped"] == 2
 
 
 def test_append_mode_and_done_marker(tmp_path):
