@@ -31,6 +31,7 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
+from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, tail
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
 from nanodata.pipeline.chunking import partitions as parts
@@ -115,6 +116,9 @@ def _check_cleaning(params: dict) -> None:
                         ("licenses", parse_license_list)):
         if params.get(name) is not None:
             parse(params[name])
+    for uri in params.get("decontaminate") or ():
+        if not (is_gcs(uri) or os.path.isabs(uri)):  # workers may run anywhere: a relative path means nothing there
+            raise NanodataError(f"decontaminate {uri!r}: not an absolute path or gs://bucket/object")
     if params.get("decontaminate"):
         Decontaminator(tuple(params["decontaminate"]))
 

@@ -1,10 +1,13 @@
 """The DAG steps as plain functions (no Airflow): batching bounds, a local-path destination, idempotence."""
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from dag_data import run_steps, run_tail, write_cpp_source
 
+from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
 from nanodata.report.corpus_report import build_report, report_build
@@ -99,3 +102,26 @@ def test_report_shows_the_names_ambiguous_within_each_project(tmp_path):
     ambiguity = json.loads((index.parent / "report.json").read_text())["ambiguity"]
     assert ambiguity == {"ambiguous_names": 1, "ambiguous_by_project": {"projB": 1}}
     assert "<h2>Ambiguous names by project</h2>" in index.read_text() and "<td>projB</td><td>1</td>" in index.read_text()
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"filters": "genrated"}, "--filters 'genrated': unknown filter"),
+    ({"redact": "pii"}, "--redact 'pii': unknown kind"),
+    ({"licenses": "MITT"}, "not SPDX license ids: 'MITT'"),
+    ({"decontaminate": ["bench.jsonl"]}, "decontaminate 'bench.jsonl': not an absolute path"),
+    ({"decontaminate": ["/nowhere/bench.jsonl"]}, "/nowhere/bench.jsonl"),
+])
+def test_plan_refuses_bad_cleaning_params_in_one_line_before_any_work(tmp_path, bad, words):
+    src, dest = write_cpp_source(tmp_path / "src"), tmp_path / "dest"
+    with pytest.raises(NanodataError, match=re.escape(words)):
+        cpp_corpus.plan(str(src), str(dest), {**PARAMS, **bad})
+    assert not dest.exists()
+
+
+def test_a_benchmark_file_is_part_of_the_build_key(tmp_path):
+    src, dest = write_cpp_source(tmp_path / "src"), str(tmp_path / "dest")
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text('{"task_id": "T/0", "text": "int completely_unrelated_function_name(int a, int b) { return a; }"}\n')
+    first = cpp_corpus.plan(str(src), dest, {**PARAMS, "decontaminate": [str(bench)]})["key"]
+    bench.write_text('{"task_id": "T/0", "text": "int another_completely_unrelated_function(int a, int b) { return b; }"}\n')
+    assert cpp_corpus.plan(str(src), dest, {**PARAMS, "decontaminate": [str(bench)]})["key"] != first
