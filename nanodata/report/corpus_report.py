@@ -541,7 +541,7 @@ def near_text(near: dict) -> str:
 
 def chunk_extras(done_path: str) -> dict:
     """What the report adds from `nanodata chunk`'s OUTPUT.done summary: the names ambiguous per project (global
-    modes) and the near-dedup summary (--dedup near); a summary that holds neither is an error (the user asked
+    modes), the near-dedup summary (--dedup near) and what cleaning dropped and redacted; a summary that holds neither is an error (the user asked
     for something it cannot give)."""
     data = read_bytes(done_path)
     if data is None:
@@ -554,7 +554,7 @@ def chunk_extras(done_path: str) -> dict:
                             "near-duplicates (chunked with --dedup exact or before near-dedup)")
     ambiguity = ({k: summary[k] for k in ("ambiguous_names", "ambiguous_by_project")}
                  if "ambiguous_by_project" in summary else None)
-    return {"ambiguity": ambiguity, "near_duplicates": near}
+    return {"ambiguity": ambiguity, "near_duplicates": near, "cleaning": summary.get("cleaning")}
 
 
 def write_report(build_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
