@@ -36,7 +36,7 @@ import re
 import string
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.cleaning.stages import Drop, FileFilter
+from nanodata.pipeline.cleaning.stages import Drop, FileFilter, parse_names
 
 # --- generated -------------------------------------------------------------------------------------------------------
 
@@ -346,17 +346,4 @@ def make_filters(names: tuple[str, ...]) -> tuple[FileFilter, ...]:
 def parse_filter_list(text: str) -> tuple[str, ...]:
     """The CLI's --filters value: "none" for no filters, "all" or "" for the defaults, else comma-separated names
     (returned in FILTER_NAMES' order, each once)."""
-    items = [item.strip().lower() for item in (text or "").split(",")]
-    items = [item for item in items if item]
-    if not items or items == ["all"]:
-        return DEFAULT_FILTERS
-    if items == ["none"]:
-        return ()
-    for item in items:
-        if item == "none":
-            raise NanodataError(f"--filters {text!r}: 'none' cannot be combined with filter names; {_CHOICES}")
-        if item != "all" and item not in _FILTER_TYPES:
-            raise NanodataError(f"--filters {item!r}: unknown filter; {_CHOICES}")
-    if "all" in items:
-        return DEFAULT_FILTERS
-    return tuple(n for n in FILTER_NAMES if n in items)
+    return parse_names(text, "--filters", FILTER_NAMES, "filter")

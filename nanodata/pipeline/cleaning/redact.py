@@ -78,7 +78,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.cleaning.stages import TextTransform
+from nanodata.pipeline.cleaning.stages import TextTransform, parse_names
 
 REDACT_NAMES = ("secrets", "emails", "ips")
 DEFAULT_REDACT = REDACT_NAMES
@@ -90,20 +90,7 @@ PLACEHOLDERS = {"key": "<KEY>", "password": "<PASSWORD>", "email": "<EMAIL>", "i
 def parse_redact_list(text: str) -> tuple[str, ...]:
     """The CLI's --redact value: "none" for no redaction, "all" or "" for the defaults, else comma-separated kinds
     (returned in REDACT_NAMES' order, each once)."""
-    items = [item.strip().lower() for item in (text or "").split(",")]
-    items = [item for item in items if item]
-    if not items or items == ["all"]:
-        return DEFAULT_REDACT
-    if items == ["none"]:
-        return ()
-    for item in items:
-        if item == "none":
-            raise NanodataError(f"--redact {text!r}: 'none' cannot be combined with other kinds; {_CHOICES}")
-        if item != "all" and item not in REDACT_NAMES:
-            raise NanodataError(f"--redact {item!r}: unknown kind; {_CHOICES}")
-    if "all" in items:
-        return DEFAULT_REDACT
-    return tuple(n for n in REDACT_NAMES if n in items)
+    return parse_names(text, "--redact", REDACT_NAMES, "kind")
 
 
 class Redaction(NamedTuple):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nanodata.errors import NanodataError
+
 
 @dataclass(frozen=True)
 class Drop:
@@ -56,3 +58,20 @@ class Cleaning:
             text, counts = stage.apply(text)
             changes.update(counts)
         return text, None, changes
+
+
+def parse_names(text: str, flag: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """A comma list of stage names as a flag or Param gives it: "none" for none, "all" or "" for all, else the names
+    (in `names`' order, each once); one line naming the flag and the choices for anything else."""
+    choices = f"choose from {', '.join(names)}, or none"
+    items = [item for item in (part.strip().lower() for part in (text or "").split(",")) if item]
+    if items == ["none"]:
+        return ()
+    for item in items:
+        if item == "none":
+            raise NanodataError(f"{flag} {text!r}: 'none' cannot be combined with other {what}s; {choices}")
+        if item != "all" and item not in names:
+            raise NanodataError(f"{flag} {item!r}: unknown {what}; {choices}")
+    if not items or "all" in items:
+        return names
+    return tuple(n for n in names if n in items)
