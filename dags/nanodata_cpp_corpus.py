@@ -128,11 +128,12 @@ def _build_params(params) -> dict:
         "redact": Param("secrets,emails,ips", type="string", title="Redaction",
                         description="Replaced by <KEY>, <PASSWORD>, <EMAIL>, <IP_ADDRESS> before chunking: secrets, "
                                     "emails, ips (comma-separated), or none. Counted by kind in the report."),
-        "decontaminate": Param([], type="array", items={"type": "string"}, title="Benchmark files",
+        # empty is null, as for max_file_bytes: the trigger form refuses an empty field of a non-null type
+        "decontaminate": Param(None, type=["null", "array"], items={"type": "string"}, title="Benchmark files",
                                description='JSONL files ({"text": ...} per benchmark item; absolute paths or '
                                            "gs://): a source file holding an item's text (whitespace ignored) is "
                                            "dropped. Their contents are part of the build key."),
-        "licenses": Param("", type="string", title="Allowed licenses",
+        "licenses": Param(None, type=["null", "string"], title="Allowed licenses",
                           description="SPDX ids, comma-separated (e.g. MIT,Apache-2.0,BSD-3-Clause): only projects "
                                       "with a listed license are kept. Empty: all (each project's license is in "
                                       "the report)."),

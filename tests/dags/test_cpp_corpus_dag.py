@@ -13,7 +13,7 @@ from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
           "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7, "filters": "generated,long-lines,alpha,encoded",
-          "redact": "secrets,emails,ips", "decontaminate": [], "licenses": ""}
+          "redact": "secrets,emails,ips", "decontaminate": None, "licenses": None}
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ class ChunkConfig:
         if isinstance(self.licenses, str) or self.licenses is not None:
             licenses = self.licenses if isinstance(self.licenses, str) else ",".join(self.licenses)
             object.__setattr__(self, "licenses", parse_license_list(licenses))
-        object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate))
+        object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate or ()))
         # built (and its inputs checked) here, before any work: a missing benchmark file fails the run at once
         object.__setattr__(self, "cleaning", Cleaning(
             filters=(*BUILTIN_FILTERS, *make_filters(self.filters),
