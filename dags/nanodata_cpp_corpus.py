@@ -2,8 +2,8 @@
 ### nanodata_cpp_corpus
 
 Builds a C++ pretraining corpus:
-**target → plan → parse (mapped) → index → chunk (mapped) → near (mapped) → settle → route → bucket (mapped) →
-shard (mapped) → publish → report → cleanup**.
+**target → plan → parse (mapped) → index → chunk (mapped) → near (mapped) → route → bucket (mapped) → shard
+(mapped) → publish → report → cleanup**.
 
 * `target` checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
   run builds what the deployment configured instead of the form's defaults: the Airflow Variables
@@ -29,7 +29,7 @@ shard (mapped) → publish → report → cleanup**.
 * Near-dedup (`dedup` = near, the default): the pass that reads each file (parse, or chunk in local modes) also
   writes its MinHash signature (BigCode's 5-gram shingles) and LSH band keys; each mapped `near` task takes a
   group of bands and keeps the candidate pairs whose Jaccard, estimated on the full signature, reaches
-  `near_threshold`; `settle` joins them into clusters, keeps one file per cluster (not under a vendoring
+  `near_threshold`; `route` first settles them: joins them into clusters, keeps one file per cluster (not under a vendoring
   directory such as third_party/ before one that is, then the first in input order) and lists the others, whose
   docs the bucket tasks drop. The removed files and the largest clusters are in the report.
 * Each chunk task scatters its docs into B hash buckets of their content digest (B from the input size).
@@ -162,6 +162,10 @@ def nanodata_cpp_corpus():
         return planned["parse"]  # [] in local modes and for an up-to-date build: parse is then skipped
 
     @task
+    def near_batches(planned: dict, chunked: list[dict]) -> list[dict]:
+        return planned["near"]  # [] without near-dedup: near is then skipped
+
+    @task
     def parse(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
@@ -180,23 +184,14 @@ def nanodata_cpp_corpus():
         return cpp_corpus.chunk_batch(batch, **_chunk_params(params))
 
     @task
-    def near_batches(planned: dict, chunked: list[dict]) -> list[dict]:
-        return planned["near"]  # [] without near-dedup: near is then skipped
-
-    @task
     def near(batch: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.near_batch(batch)
 
-    @task(trigger_rule="none_failed_min_one_success")  # runs when near was skipped (dedup exact)
-    def settle(planned: dict) -> dict:
-        from nanodata.jobs import cpp_corpus
-
-        return cpp_corpus.settle(planned)
-
-    @task
-    def route(batches: list[dict], settled: dict, params=None) -> list[dict]:
+    # after near too, which is skipped without near-dedup; skipped itself when chunk was (an up-to-date build)
+    @task(trigger_rule="none_failed_min_one_success")
+    def route(batches: list[dict], params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
         first = batches[0]
@@ -250,9 +245,8 @@ def nanodata_cpp_corpus():
     indexed = index(planned)
     parse.expand(batch=parse_batches(planned)) >> indexed
     chunked = chunk.expand(batch=indexed)
-    settled = settle(planned)
-    near.expand(batch=near_batches(planned, chunked)) >> settled
-    routed = route(chunked, settled)
+    routed = route(chunked)
+    near.expand(batch=near_batches(planned, chunked)) >> routed
     bucketed = bucket.expand(batch=routed)
     sharded = shard.partial(where=where).expand(batch=shard_batches(bucketed))
     cleanup(report(publish(sharded, where), where), where)

@@ -79,9 +79,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     _check_cleaning(params)
     started = time.perf_counter()
     inputs = list_inputs(source)
-    # a benchmark file's contents decide the corpus as much as the inputs do
-    key = build_key(inputs, {**params, "decontaminate": [{"uri": uri, "hash": storage.content_digest(uri)}
-                                                         for uri in params.get("decontaminate") or ()]})
+    key = build_key(inputs, params)
     stage = stage_uri(dest, key, partition_mb)
     latest = read_latest(dest)
     if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
@@ -170,21 +168,21 @@ def near_batch(ref: dict) -> dict:
     return {"key": ref["key"], "stage": stage, **summary}
 
 
-def settle(planned: dict) -> dict:
-    """Unmapped, after the near tasks: the verified pairs' clusters, near/removed.bin (the files whose docs the
-    bucket tasks drop) and near/summary.json. Returns its counts ({} without near-dedup)."""
+def settle(stage: str, key: str) -> dict:
+    """After the near tasks (route's first act: one unmapped task fewer): the verified pairs' clusters,
+    near/removed.bin (the files whose docs the bucket tasks drop) and near/summary.json. Returns its counts ({}
+    without near-dedup)."""
     from nanodata.pipeline.dedup import near
 
-    stage = planned["stage"]
     plan_ = read_json(join(stage, PLAN))
-    if not planned["chunk"] or plan_.get("near") is None:
+    if plan_.get("near") is None:
         return {}
     summary = read_json(join(_near(stage), "summary.json"))
     if summary is None:
         with _timed(stage, "settle"):
             _, by_project, _ = near.signed_partitions(_signed(stage, plan_))
             summary = near.settle(_near(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"])
-        log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", planned["key"],
+        log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", key,
                  summary["files_removed"], summary["files_signed"], summary["bytes_removed"], summary["clusters"])
     return {k: summary[k] for k in ("files_removed", "bytes_removed", "clusters", "files_signed")}
 
@@ -365,7 +363,9 @@ def chunk_batch(ref: dict, **params) -> dict:
 
 
 def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
-    """After chunk (unmapped, reads nothing but plan.json): fix the shard count; the bucket batches to map."""
+    """After chunk and near (unmapped): near-dedup settled (settle), then the shard count fixed (reading nothing but
+    plan.json); the bucket batches to map."""
+    settle(stage, key)
     with _timed(stage, "route"):
         return tail.route(stage, key, chunked, rows_per_file=rows_per_file, val_fraction=val_fraction)
 

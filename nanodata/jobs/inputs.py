@@ -72,7 +72,11 @@ def list_inputs(source: str) -> list[dict]:
 
 
 def build_key(inputs: list[dict], params: dict) -> str:
-    """Same input contents and parameters, same key; anything else, a new key."""
+    """Same input contents and parameters, same key; anything else, a new key. Benchmark files (`decontaminate`)
+    count by their contents, as inputs do."""
+    if params.get("decontaminate"):
+        params = {**params, "decontaminate": [{"uri": uri, "hash": storage.content_digest(uri)}
+                                              for uri in params["decontaminate"]]}
     blob = json.dumps({"format": KEY_FORMAT, "params": params,
                        # a tree's docs never name where it lies, so neither does the key
                        "inputs": [(i["name"] if i["kind"] == "jsonl" else "", i["kind"], i["hash"]) for i in inputs]},

@@ -61,12 +61,12 @@ def set_buckets(stage: str, buckets: int) -> None:
 
 
 def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list[dict]:
-    """near-dedup (every near task, settle), route, every bucket task, every shard task: the steps after chunk."""
+    """near-dedup (every near task), route (settle first), every bucket task, every shard task: the steps after
+    chunk."""
     from nanodata.jobs import cpp_corpus
 
     for ref in planned["near"]:
         cpp_corpus.near_batch(ref)
-    cpp_corpus.settle(planned)
     refs = cpp_corpus.route(planned["stage"], planned["key"], chunks, rows_per_file=params["rows_per_file"],
                             val_fraction=params["val_fraction"])
     for ref in refs:
