@@ -9,7 +9,8 @@ dag.test() uses is started before the run (a deployment's API server is up befor
 time is its own. On paper, from the same per-task times: the wall of the real 10 GB .jsonl.gz on 1, 8 and 32
 workers. Staging left = bytes in the destination besides shards, manifest.json, _COMPLETE, report/ and
 latest.json, after the run.
-NANODATA_BENCH_TAIL_MB=N builds N MB instead (a quicker look).
+NANODATA_BENCH_TAIL_MB=N builds N MB instead (a quicker look); NANODATA_BENCH_TAIL_PARAMS='{"filters": "none"}' sets
+other Params of the build (a JSON object; the defaults otherwise: near-dedup and cleaning on).
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ def main() -> None:
         dest = tmp / "dest"
         conf = {"source": str(src), "destination": str(dest), "mode": "basic", "max_tokens": 2048,
                 "tokenizer": "cl100k_base", "rows_per_file": 50000, "val_fraction": 0.01,
-                "partition_mb": PARTITION_MB}
+                "partition_mb": PARTITION_MB, **json.loads(os.environ.get("NANODATA_BENCH_TAIL_PARAMS", "{}"))}
+        print(f"Params: {json.dumps({k: v for k, v in conf.items() if k not in ('source', 'destination')})}")
         env = dict(os.environ, TQDM_DISABLE="1")
         done = subprocess.run([sys.executable, "-c", CHILD, str(REPO), str(tmp / "airflow"), json.dumps(conf)],
                               capture_output=True, text=True, env=env, cwd=tmp)
