@@ -21,7 +21,9 @@ JOIN_TIMEOUT_S = 5.0  # all of one loader's threads together; each checks the st
 
 _threads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # stop event -> [threads]
 _closers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # stop event -> [callables]
-_lock = threading.Lock()
+# re-entrant: a collection may run a loader's finalizer (shutdown) inside the very `with _lock` of another
+# loader's start_thread on this thread (gc runs at any allocation); a plain Lock deadlocked there (seen in make test)
+_lock = threading.RLock()
 
 
 def start_thread(stop: threading.Event, target, name: str, args: tuple = ()) -> threading.Thread:
