@@ -177,7 +177,7 @@ def settle(stage: str, key: str) -> dict:
     plan_ = read_json(join(stage, PLAN))
     if plan_.get("near") is None:
         return {}
-    summary = read_json(join(_near(stage), "summary.json"))
+    summary = read_json(_near_summary(stage))
     if summary is None:
         with _timed(stage, "settle"):
             _, by_project, _ = near.signed_partitions(_signed(stage, plan_))
@@ -209,6 +209,11 @@ def _settings(params: dict) -> dict:
 def _near(stage: str) -> str:
     """Where near-dedup's files live: signatures, band keys, edges, the removed list, its summary."""
     return join(stage, "near")
+
+
+def _near_summary(stage: str) -> str:
+    """settle's summary, written last: its presence means near-dedup is settled."""
+    return join(_near(stage), SUMMARY)
 
 
 @contextlib.contextmanager
@@ -376,8 +381,8 @@ def bucket_batch(ref: dict) -> dict:
     stage = ref["stage"]
     removed = None
     if (read_json(join(stage, PLAN)) or {}).get("near"):
-        if not storage.exists(join(_near(stage), "summary.json")):  # written last by settle
-            raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near(stage)}/summary.json missing)")
+        if not storage.exists(_near_summary(stage)):  # written last by settle
+            raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near_summary(stage)} missing)")
         removed = load_removed(_near(stage))
     return tail.bucket_batch(ref, seed=SEED, removed=removed)
 
@@ -406,7 +411,7 @@ def publish(dest: str, stage: str, key: str) -> dict:
             "shards": len(manifest.files), "bytes": sum(s.bytes for s in manifest.files),
             "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets),
             "near_docs_removed": sum(b.get("near_removed") or 0 for b in buckets),
-            "near_files_removed": (read_json(join(_near(stage), "summary.json")) or {}).get("files_removed", 0)}
+            "near_files_removed": (read_json(_near_summary(stage)) or {}).get("files_removed", 0)}
     latest = read_latest(dest)
     if latest is None or latest.key != key:
         published = {k: v for k, v in info.items() if k not in ("key", "uri")}
@@ -526,7 +531,7 @@ def cleaning_stats(summaries: list[dict]) -> dict | None:
 
 def near_duplicates(stage: str, buckets: list[dict]) -> dict | None:
     """The near-dedup summary (settle's), with the docs the bucket tasks dropped for it; None without near-dedup."""
-    summary = read_json(join(_near(stage), "summary.json"))
+    summary = read_json(_near_summary(stage))
     if summary is None:
         return None
     return {**summary, "docs_removed": sum(b.get("near_removed") or 0 for b in buckets)}

@@ -63,7 +63,7 @@ class ChunkConfig:
         for name, parse in (("filters", parse_filter_list), ("redact", parse_redact_list)):
             value = getattr(self, name)
             object.__setattr__(self, name, parse(value) if isinstance(value, str) else parse(",".join(value) or "none"))
-        if isinstance(self.licenses, str) or self.licenses is not None:
+        if self.licenses is not None:
             licenses = self.licenses if isinstance(self.licenses, str) else ",".join(self.licenses)
             object.__setattr__(self, "licenses", parse_license_list(licenses))
         object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate or ()))

@@ -12,7 +12,7 @@ run's config (ChunkConfig.cleaning) and sent to the workers whole (they must pic
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nanodata.errors import NanodataError
 
@@ -45,7 +45,6 @@ class Cleaning:
     """The run's filters (in order: the first that drops a file names the reason) and transforms (in order)."""
     filters: tuple[FileFilter, ...] = ()
     transforms: tuple[TextTransform, ...] = ()
-    names: dict = field(default_factory=dict, compare=False)  # what the user asked for, for the summary
 
     def clean(self, source: str, text: str) -> tuple[str | None, Drop | None, Counter]:
         """(cleaned text, None, changes by kind) for a kept file, (None, its Drop, {}) for a dropped one."""

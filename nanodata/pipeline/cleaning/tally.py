@@ -21,8 +21,7 @@ class CleaningTally:
     def _project(self, project: str, license: str) -> dict:
         entry = self.projects.setdefault(project, {"license": license, "files_kept": 0, "dropped": {},
                                                    "redactions": {}})
-        if entry["license"] != license:  # JSONL records of one repo may say different things
-            entry["license"] = " AND ".join(sorted(set(entry["license"].split(" AND ")) | {license}))
+        entry["license"] = _both(entry["license"], license)
         return entry
 
     def drop(self, project: str, source: str, size: int, drop: Drop, license: str) -> None:
@@ -47,6 +46,11 @@ class CleaningTally:
         return summarize([{"dropped": self.dropped, "projects": self.projects, "items": dict(self.items)}])
 
 
+def _both(a: str, b: str) -> str:
+    """One project's license as two sources give it (JSONL records of one repo may say different things)."""
+    return a if a == b else " AND ".join(sorted(set(a.split(" AND ")) | set(b.split(" AND "))))
+
+
 def summarize(parts: list[dict]) -> dict:
     """Per-partition cleaning records (CleaningTally.to_dict or their sums) summed, in the order given."""
     dropped: dict[str, dict] = {}
@@ -61,9 +65,7 @@ def summarize(parts: list[dict]) -> dict:
         for project, entry in part.get("projects", {}).items():
             into = projects.setdefault(project, {"license": entry["license"], "files_kept": 0, "dropped": {},
                                                  "redactions": {}})
-            if into["license"] != entry["license"]:
-                into["license"] = " AND ".join(sorted(set(into["license"].split(" AND "))
-                                                      | set(entry["license"].split(" AND "))))
+            into["license"] = _both(into["license"], entry["license"])
             into["files_kept"] += entry["files_kept"]
             for reason, (files, size) in entry["dropped"].items():
                 counts = into["dropped"].setdefault(reason, [0, 0])
