@@ -108,7 +108,8 @@ def definitions(fu) -> list[tuple]:
     out = []
     for u, unit in enumerate(fu.units):
         if unit.kind in ("function", "type") and unit.name:
-            bare = (unit.kind, unit.name, unit.owner, unit.scope, unit.tokens, unit.calls, unit.types, unit.qualifiers)
+            bare = (unit.kind, unit.name, unit.owner, unit.scope, unit.tokens, unit.calls, unit.types, unit.qualifiers,
+                    unit.bases, unit.specialization)
             out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, pickle.dumps(bare, PICKLE),
                         fu.text_of(unit)))
     return out
@@ -293,9 +294,9 @@ class GlobalIndex:
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
             from nanodata.pipeline.chunking.units import Unit
 
-            kind, name, owner, scope, tokens, calls, types, qualifiers = pickle.loads(blob)
+            kind, name, owner, scope, tokens, calls, types, qualifiers, bases, specialization = pickle.loads(blob)
             self._units[ref] = (Unit(kind, name, owner, scope, [], -1, 0, 0, tokens, calls=calls, types=types,
-                                     qualifiers=qualifiers), text)
+                                     qualifiers=qualifiers, bases=bases, specialization=specialization), text)
         return self._units[ref]
 
     def unit(self, ref):

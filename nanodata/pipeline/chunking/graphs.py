@@ -2,38 +2,60 @@
 
 Every order here is a function of the input alone: nodes are visited in a given base order
 (source order, or name order for projects), never in hash-map order, and a cycle is broken
-by placing its earliest node first.
+by placing its earliest node first (that may go first: see topo_order's `required`).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 
 
-def topo_order(nodes: Sequence, deps: Mapping) -> list:
+def topo_order(nodes: Sequence, deps: Mapping, required: Mapping | None = None, forced: list | None = None) -> list:
     """Dependencies first; ties and cycles resolved by the position in `nodes`.
 
     Kahn's algorithm by rounds (a node is ready when all its dependencies are placed), so the
     result is grouped by level: leaves, then what only needs leaves, and so on, each level in
-    position order. When no node is ready (a cycle), the earliest unplaced node goes next, alone.
-    Counting unplaced dependencies (rather than rescanning every node each round) keeps it
+    position order. When no node is ready (a cycle), the earliest unplaced node goes next, alone;
+    with `required` (a subset of `deps`' edges that must hold: a class's bases, a specialization's
+    primary template), the earliest unplaced node whose required dependencies are all placed. Only
+    when there is none (a cycle of required edges) does a node of that cycle go first anyway: it is
+    appended to `forced`. Counting unplaced dependencies (rather than rescanning every node each round) keeps it
     O(edges + n log n): a project's call graph of thousands of functions is ordered at once.
     """
     position = {n: i for i, n in enumerate(nodes)}
-    waiting = {n: 0 for n in nodes}
-    dependents: dict = {}
-    for n in nodes:
-        for d in set(deps.get(n, ())):
-            if d in position and d != n:
-                waiting[n] += 1
-                dependents.setdefault(d, []).append(n)
+
+    def counted(edges: Mapping) -> tuple[dict, dict]:
+        waiting, dependents = dict.fromkeys(nodes, 0), {}
+        for n in nodes:
+            for d in set(edges.get(n, ())):
+                if d in position and d != n:
+                    waiting[n] += 1
+                    dependents.setdefault(d, []).append(n)
+        return waiting, dependents
+
+    waiting, dependents = counted(deps)
+    must_wait, must_dependents = counted(required or {})
+    unblocked = [position[n] for n in nodes if must_wait[n] == 0]  # a heap: who may break a cycle
     placed, order, earliest = set(), [], 0
     ready = [n for n in nodes if waiting[n] == 0]
     while len(order) < len(nodes):
         if not ready:
-            while nodes[earliest] in placed:
-                earliest += 1
-            ready = [nodes[earliest]]
+            while unblocked and nodes[unblocked[0]] in placed:
+                heapq.heappop(unblocked)
+            if unblocked:
+                ready = [nodes[heapq.heappop(unblocked)]]
+            else:  # every unplaced node waits on a required one: walk those edges to a node on a cycle
+                while nodes[earliest] in placed:
+                    earliest += 1
+                node, seen = nodes[earliest], set()
+                while node not in seen:
+                    seen.add(node)
+                    node = min((d for d in required.get(node, ()) if d in position and d not in placed and d != node),
+                               key=position.__getitem__)
+                ready = [node]
+                if forced is not None:
+                    forced.append(node)
         order.extend(ready)
         placed.update(ready)
         released = []
@@ -42,6 +64,10 @@ def topo_order(nodes: Sequence, deps: Mapping) -> list:
                 waiting[m] -= 1
                 if waiting[m] == 0 and m not in placed:
                     released.append(m)
+            for m in must_dependents.get(n, ()):
+                must_wait[m] -= 1
+                if must_wait[m] == 0 and m not in placed:
+                    heapq.heappush(unblocked, position[m])
         ready = sorted(released, key=position.__getitem__)
     return order
 

@@ -64,7 +64,8 @@ class Packer:
     counter: Counter
     index: Index
     # what had to be cut by lines: statements (or lines) larger than the budget
-    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0})
+    # and (compilable) how many types a cycle of bases / primary templates placed first (Chunker.needed_types)
+    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "type_cycles": 0})
     _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
     _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
 
@@ -191,6 +192,7 @@ class Chunker:
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
         self._edges: dict[tuple, list] = {}  # (root file, ref) -> call / type dependencies
+        self.type_cycles: set = set()   # types placed before a base or primary template: a cycle of those
 
     def local_calls(self, f: int) -> dict:
         if f not in self._calls:
@@ -243,29 +245,41 @@ class Chunker:
 
     def needed_types(self, functions: list, closure: bool, root_file: int) -> list:
         """Type definitions the functions name (and, with closure, the types those types name), resolved
-        as seen from each unit's file: the root file's own types first, then the index."""
+        as seen from each unit's file: the root file's own types first, then the index. Each definition is
+        a node of its own, a specialization too: it comes after what it names where it can, and always
+        after its bases and its primary template (a cycle of those is counted in stats, not hidden)."""
         local = self.local_types(root_file)
 
-        def resolve(ref) -> list:
+        def resolve(ref) -> tuple[list, list]:
+            """(every type ref names, those that must come first: bases, primary template)."""
             key = ("types", root_file, ref)
             if key not in self._edges:
                 unit = self.index.unit(ref)
-                out = []
+                out, required = [], []
                 for name in unit.types + ((unit.owner,) if unit.owner else ()):
                     if ref[0] == root_file and name in local:
-                        out.extend(local[name])
+                        targets = local[name]
                     else:
                         target = self.index.resolve("type", name, ref)
-                        if target is not None:
+                        targets = [target] if target is not None else []
+                    # `class D : B<int>` and `struct B<int>` need the template B, not its other specializations
+                    needs = name in unit.bases or unit.specialization and name == unit.name
+                    for target in targets:
+                        if target != ref:
                             out.append(target)
-                self._edges[key] = [t for t in out if t != ref]
+                            if needs and not self.index.unit(target).specialization:
+                                required.append(target)
+                self._edges[key] = out, required
             return self._edges[key]
 
-        direct = list(dict.fromkeys(t for fn in functions for t in resolve(fn)))
-        everything = direct + reachable(direct, _LazyEdges(resolve)) if closure else direct
+        direct = list(dict.fromkeys(t for fn in functions for t in resolve(fn)[0]))
+        everything = direct + reachable(direct, _LazyEdges(lambda ref: resolve(ref)[0])) if closure else direct
         base = sorted(set(everything))  # (file, unit): source order within a file
-        deps = {t: resolve(t) for t in base}
-        return topo_order(base, deps)  # bases and primary templates first, the named types alone too
+        forced: list = []
+        order = topo_order(base, {t: resolve(t)[0] for t in base}, {t: resolve(t)[1] for t in base}, forced)
+        self.type_cycles.update(forced)
+        self.packer.stats["type_cycles"] = len(self.type_cycles)
+        return order  # the named types alone too
 
     def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
         packer = self.packer

@@ -75,8 +75,11 @@ MAX_PREAMBLE_ITEM_BYTES = 512
 # namespace name just resolves to no type. (A template scope, `Outer<T>::Inner`, is a template_type
 # whose name is already a type_identifier.)
 REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identifier) @type "
-                             "(qualified_identifier scope: (namespace_identifier) @type)")
+                             "(qualified_identifier scope: (namespace_identifier) @type) "
+                             "(base_class_clause [(type_identifier) (qualified_identifier) (template_type)] @base)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+# a class definition's opening lines: template header, key, name (macros before it), bases, `{` (brace fallback)
+CLASS_HEAD = re.compile(rb"\s*(?:template\b[^{;]*?>\s*)?(?:class|struct|union)\s+([^{;()=]*)\{", re.S)
 # brace fallback: a scope, not a Part (a namespace, extern "C", an #if block whose opener is its #if line alone)
 WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$|[ \t]*\#[ \t]*if\w*\b[^\n]*\n\s*$')
 
@@ -119,6 +122,8 @@ class Unit:
     part: Part | None = None    # large units: how to cut them (body is then the closer)
     calls: tuple = ()           # simple names called, first occurrence order
     types: tuple = ()           # type names referenced, first occurrence order
+    bases: tuple = ()           # of a type: the names of the classes it (or a class in it) derives from
+    specialization: bool = False  # a type written `class X<...>`: a partial or explicit specialization of X
     # ("function" | "type", name) -> last scope components (`b` for a::b::f) of a name every use of
     # which is qualified; a name used unqualified even once is absent (global lookups match by what
     # the use names: `C::iterator` is not `path::iterator`)
@@ -219,6 +224,17 @@ def classify(node, named: bool = True) -> tuple[str, str, str]:
     if node.type in PREAMBLE_NODES and node.end_byte - node.start_byte <= MAX_PREAMBLE_ITEM_BYTES:
         return "preamble", "", ""
     return "decl", "", ""
+
+
+def _class_head(text: bytes) -> tuple[str, str, str] | None:
+    """("type", name, owner) of a text that opens with a class head (`template <...> struct A::B<T> final
+    : C {`), as the brace fallback reads it where the tree is wrong; else None."""
+    head = CLASS_HEAD.match(text)
+    if head is None:
+        return None
+    written = _strip_template_args(re.split(r"(?<!:):(?!:)", head.group(1).decode("utf-8", "replace"))[0])
+    written = re.sub(r"\bfinal\s*$", "", written.strip())
+    return "type", _last_name(written), _last_name(written.rpartition("::")[0])
 
 
 def _structural(node) -> bool:
@@ -603,6 +619,8 @@ class _Builder:
                 inside = [n for s, e, n in definitions[first:bisect_left(definitions, (end,))] if e <= end]
                 node = max(inside, key=lambda n: n.end_byte - n.start_byte, default=None)
                 kind, name, owner = classify(node, self.named) if node is not None else ("decl", "", "")
+                if self.named:  # a class whose largest definition is a member function
+                    kind, name, owner = _class_head(self.data[start:end]) or (kind, name, owner)
                 self.units.append(Unit(kind if kind in ("function", "type") else "decl", name, owner, scope,
                                        member.segments, member.segments[-1], start, end, part=part))
 
@@ -806,7 +824,8 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
     qualifiers of the names only ever used qualified."""
     starts = [u.start for u in units]
     captures = QueryCursor(REFERENCES).captures(tree.root_node)
-    found: dict[str, list[dict]] = {"call": [{} for _ in units], "type": [{} for _ in units]}
+    found: dict[str, list[dict]] = {"call": [{} for _ in units], "type": [{} for _ in units],
+                                    "base": [{} for _ in units]}
     for label, buckets in found.items():
         # captures come back in an order that varies from call to call: sort for determinism
         nodes = sorted(captures.get(label, ()), key=lambda n: (n.start_byte, n.end_byte))
@@ -817,15 +836,19 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
                 raw = data[start:end]  # bytes: decode only the distinct names
                 qualifier = _call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else _type_qualifier(node)
                 buckets[i].setdefault(raw, set()).add(qualifier)
-    for unit, calls, types in zip(units, found["call"], found["type"], strict=False):
+    for unit, calls, types, bases in zip(units, found["call"], found["type"], found["base"], strict=False):
         qualifiers: dict[tuple, set] = {}
         for raw, used in calls.items():
             qualifiers.setdefault(("function", _last_name(raw.decode("utf-8", "replace"))), set()).update(used)
         for raw, used in types.items():
             qualifiers.setdefault(("type", raw.decode("utf-8", "replace")), set()).update(used)
         unit.calls = tuple(name for kind, name in qualifiers if kind == "function" and name and name != unit.name)
-        own = unit.name if not _is_specialization(unit, data) else None  # a specialization needs its primary
+        unit.specialization = _is_specialization(unit, data)
+        own = unit.name if not unit.specialization else None  # a specialization needs its primary
         unit.types = tuple(name for kind, name in qualifiers if kind == "type" and name != own)
+        if unit.kind == "type":  # `a::B<T>::C` derives from C (its scopes are in types already)
+            names = (_last_name(_strip_template_args(raw.decode("utf-8", "replace"))) for raw in bases)
+            unit.bases = tuple(dict.fromkeys(name for name in names if name))
         unit.qualifiers = {key: tuple(sorted(used)) for key, used in qualifiers.items() if "" not in used}
 
 
