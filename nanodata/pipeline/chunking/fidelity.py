@@ -210,32 +210,43 @@ def lines_in_order(source: str, docs: list[str]) -> int:
 # ---------------------------------------------------------------- a run's figures, per project
 
 # statements (or lines) larger than the budget cut by lines (modes.Packer.cut), the docs those cuts made
-# (the only docs that may not balance), files laid out from their braces (units.py: parse-error fallback)
-CUTS = ("oversized_statement_cuts", "cut_docs", "parse_error_regions")
+# (the only docs that may not balance), files laid out from their braces (units.py: parse-error fallback),
+# types a cycle of bases / primary templates put before one of them in compilable docs (Chunker.needed_types)
+CUTS = ("oversized_statement_cuts", "cut_docs", "parse_error_regions", "type_cycles")
 FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS
+EXAMPLES = "type_cycle_examples"   # "SOURCE: X before B": the first few such types, per project and overall
+EXAMPLES_KEPT = 10
 
 
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
-    balance, and what had to be cut by lines (`cuts`: the counts named in CUTS)."""
+    balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any)."""
     lines = source_lines(source)
     kept = len(lines) if docs == [source] else _kept(lines, docs)  # a whole-file doc keeps every line
     return {"lines": len(lines), "lines_kept": kept, "docs": len(docs),
-            "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}}
+            "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS},
+            **({EXAMPLES: cuts[EXAMPLES]} if cuts.get(EXAMPLES) else {})}
+
+
+def _fresh() -> dict:
+    return {**dict.fromkeys(FIELDS, 0), EXAMPLES: []}
+
+
+def _add(into: dict, stats: dict) -> None:
+    for name in FIELDS:
+        into[name] += stats[name]
+    into[EXAMPLES].extend(stats.get(EXAMPLES, ())[:EXAMPLES_KEPT - len(into[EXAMPLES])])
 
 
 def add_stats(by_project: dict, project: str, stats: dict) -> None:
-    into = by_project.setdefault(project, dict.fromkeys(FIELDS, 0))
-    for name in FIELDS:
-        into[name] += stats[name]
+    _add(by_project.setdefault(project, _fresh()), stats)
 
 
 def summarize(by_project: dict) -> dict:
     """Per project and overall: the counts plus lines_kept_pct and balanced_docs_pct."""
-    total = dict.fromkeys(FIELDS, 0)
-    for stats in by_project.values():
-        for name in FIELDS:
-            total[name] += stats[name]
+    total = _fresh()
+    for project in sorted(by_project):
+        _add(total, by_project[project])
 
     def with_shares(stats: dict) -> dict:
         return {**stats, "lines_kept_pct": round(100 * stats["lines_kept"] / max(stats["lines"], 1), 3),

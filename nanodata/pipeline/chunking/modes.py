@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nanodata.pipeline.chunking.fidelity import EXAMPLES, EXAMPLES_KEPT
 from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
 from nanodata.pipeline.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
 from nanodata.pipeline.chunking.units import FileUnits, Part
@@ -192,7 +193,7 @@ class Chunker:
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
         self._edges: dict[tuple, list] = {}  # (root file, ref) -> call / type dependencies
-        self.type_cycles: set = set()   # types placed before a base or primary template: a cycle of those
+        self.type_cycles: dict = {}   # type placed before a base or primary template (a cycle of those) -> why
 
     def local_calls(self, f: int) -> dict:
         if f not in self._calls:
@@ -277,8 +278,9 @@ class Chunker:
         base = sorted(set(everything))  # (file, unit): source order within a file
         forced: list = []
         order = topo_order(base, {t: resolve(t)[0] for t in base}, {t: resolve(t)[1] for t in base}, forced)
-        self.type_cycles.update(forced)
-        self.packer.stats["type_cycles"] = len(self.type_cycles)
+        for ref in forced:
+            needs = sorted({self.index.unit(d).name for d in resolve(ref)[1]})
+            self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
         return order  # the named types alone too
 
     def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
@@ -308,6 +310,8 @@ class Chunker:
                 docs.extend(packer.alone(root, preamble, source, "compilable"))
                 covered.add(root)
         leftovers = [[ref] for ref in others if ref not in covered]
+        packer.stats["type_cycles"] = len(self.type_cycles)
+        packer.stats[EXAMPLES] = [f"{source}: {why}" for why in self.type_cycles.values()][:EXAMPLES_KEPT]
         return docs + packer.pack(leftovers, preamble, source)
 
     def _callees(self, ref, root_file: int) -> list:

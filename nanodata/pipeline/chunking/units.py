@@ -78,8 +78,10 @@ REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identi
                              "(qualified_identifier scope: (namespace_identifier) @type) "
                              "(base_class_clause [(type_identifier) (qualified_identifier) (template_type)] @base)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-# a class definition's opening lines: template header, key, name (macros before it), bases, `{` (brace fallback)
-CLASS_HEAD = re.compile(rb"\s*(?:template\b[^{;]*?>\s*)?(?:class|struct|union)\s+([^{;()=]*)\{", re.S)
+# a class definition's opening lines (brace fallback): after the namespaces and line comments its block opens
+# with, a template header, key, name (macros before it), bases, `{`
+CLASS_HEAD = re.compile(rb"\s*(?:(?:namespace\s+[\w:]*\s*\{|//[^\n]*)\s*)*"
+                        rb"(?:template\b[^{;]*?>\s*)?(?:class|struct|union)\s+([^{;()=]*)\{", re.S)
 # brace fallback: a scope, not a Part (a namespace, extern "C", an #if block whose opener is its #if line alone)
 WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$|[ \t]*\#[ \t]*if\w*\b[^\n]*\n\s*$')
 

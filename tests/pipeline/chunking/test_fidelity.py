@@ -84,7 +84,11 @@ def test_every_line_kept(trees, runs, mode, budget):
     assert len(files) > 25 and set(texts) == set(files)
     for path in files:
         source = path.read_text()
-        assert lines_kept(source, texts[path]) == len(source_lines(source)), path
+        lines = set(source_lines(source))
+        # exact dedupe drops a doc that another file emitted first, byte for byte (torch's fmt headers all end in
+        # the same `#else` / `#error` doc): such a doc, all of whose lines are this file's, counts for it too
+        shared = [t for other, found in texts.items() if other != path for t in found if set(source_lines(t)) <= lines]
+        assert lines_kept(source, texts[path] + shared) == len(source_lines(source)), path
         if mode == "basic":
             assert lines_in_order(source, texts[path]) == len(source_lines(source)), path
     assert summary["fidelity"]["total"]["lines_kept_pct"] == 100.0
