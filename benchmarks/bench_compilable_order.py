@@ -7,8 +7,9 @@ are read in order. A class is *misplaced* when the doc defines, after it and now
 - a base it derives from (the class of the base's name, not a specialization: `class D : public B<int>` needs
   the template B), or
 - for a partial or explicit specialization (`struct formatter<int, Char> {`), its primary template.
-A definition after the class with another of the same name before it counts as placed (the checker does not
-resolve namespaces). Goal: 0.
+Only a definition the use can mean counts: one in the namespace the use's qualifier names, else (unqualified) in
+the class's namespace (a base: or one around it); one of them before the class places it. Goal: 0. Beside the
+counts: the docs of this checkout that the reference does not emit, and the files whose docs differ.
 
 Trees: the directories named, or every directory under --trees-dir (each chunked as one project dir holding it):
 e.g. fmtlib/fmt, google/leveldb, google/re2, leethomason/tinyxml2, gabime/spdlog, nlohmann/json,
@@ -118,6 +119,13 @@ def count(docs: list[dict]) -> tuple[int, list[tuple]]:
     return len(checked), [(d["source"], *m) for d in checked for m in misplaced(d["text"])]
 
 
+def _by_source(docs: list[dict]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for doc in docs:
+        out.setdefault(doc["source"], []).append(doc["text"])
+    return out
+
+
 def main() -> None:
     parser_ = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser_.add_argument("trees", nargs="*", type=Path, help="tree directories (default: every one in --trees-dir)")
@@ -137,7 +145,7 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(ref)], input=archive, check=True)
         print(f"compilable --max-tokens {MAX_TOKENS}, 1 worker; ref = git archive {args.reference}, this = {REPO}")
         print(f"{'tree':<12} {'docs ref':>8} {'misplaced ref':>13} {'docs this':>9} {'misplaced this':>14} "
-              f"{'docs changed':>12}")
+              f"{'docs changed':>12} {'files changed':>13}")
         totals = Counter()
         for tree in trees:
             rows = {}
@@ -146,9 +154,16 @@ def main() -> None:
                 rows[label] = (docs, *count(docs))
             texts = {label: Counter(d["text"] for d in docs) for label, (docs, _, _) in rows.items()}
             changed = sum((texts["this"] - texts["ref"]).values())
+            by_source = {label: _by_source(docs) for label, (docs, _, _) in rows.items()}
+            sources = sorted(s for s in by_source["ref"].keys() | by_source["this"].keys()
+                             if by_source["ref"].get(s) != by_source["this"].get(s))
             (_, n_ref, bad_ref), (_, n_this, bad_this) = rows["ref"], rows["this"]
             totals.update({"ref": len(bad_ref), "this": len(bad_this)})
-            print(f"{tree.name:<12} {n_ref:>8} {len(bad_ref):>13} {n_this:>9} {len(bad_this):>14} {changed:>12}")
+            print(f"{tree.name:<12} {n_ref:>8} {len(bad_ref):>13} {n_this:>9} {len(bad_this):>14} {changed:>12} "
+                  f"{len(sources):>5} of {len(by_source['ref'])} files")
+            if sources:
+                print(f"    files whose docs changed: {', '.join(sources[:args.examples])}"
+                      + (" ..." if len(sources) > args.examples else ""))
             for label, (_, _, bad) in rows.items():
                 for source, head, needs, distance in bad[:args.examples]:
                     print(f"    {label}: {source}: `{head[:90]}` before `{needs}` ({distance:,} chars)")

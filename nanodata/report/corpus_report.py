@@ -293,14 +293,15 @@ def crop_explanation(report: dict) -> str:
 
 
 FIDELITY_COLUMNS = ("project", "lines", "lines_kept_pct", "docs", "balanced_docs_pct", "oversized_statement_cuts",
-                    "cut_docs", "parse_error_regions")
+                    "cut_docs", "parse_error_regions", "type_cycles")
 
 
 def fidelity_section(fidelity: dict | None) -> str:
     """How faithful the chunks are to their source, per project (issue 20): the share of non-blank source lines
     the docs keep (goal 100%), the share of docs whose braces and parens balance, the statements larger than
-    max_tokens cut by lines (the docs they made are the only ones that may not balance), and the files laid
-    out by their braces because tree-sitter could not parse them."""
+    max_tokens cut by lines (the docs they made are the only ones that may not balance), the files laid
+    out by their braces because tree-sitter could not parse them, and (compilable) the types a cycle of bases
+    or primary templates placed before one of them (issue 31)."""
     if not fidelity:
         return ""
     rows = [{"project": "(all)", **fidelity["total"]}]
@@ -308,7 +309,8 @@ def fidelity_section(fidelity: dict | None) -> str:
     return ("<h2>Fidelity to the source</h2><p>Per project, before duplicates were dropped: lines kept (of the "
             "non-blank source lines; goal 100%), docs whose <code>{}</code> and <code>()</code> balance, statements "
             "larger than max_tokens cut by lines and the docs they made, files tree-sitter could not parse (laid out "
-            "by their braces)</p>" + _columns_table(FIDELITY_COLUMNS, rows))
+            "by their braces), types placed before a base or primary template by a cycle of them (compilable; "
+            "examples in the chunk summary)</p>" + _columns_table(FIDELITY_COLUMNS, rows))
 
 
 def render_html(report: dict) -> str:

@@ -148,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
           f"balanced, {total['oversized_statement_cuts']} oversized statements cut ({total['cut_docs']} docs), "
           f"{total['parse_error_regions']} parse-error regions | per project (see OUTPUT.done for all): "
           + ", ".join(f"{p} {t['lines_kept_pct']}% kept {t['balanced_docs_pct']}% balanced" for p, t in worst))
+    if total["type_cycles"]:
+        print(f"type order: {total['type_cycles']} types placed before a base or primary template (a cycle of them), "
+              f"e.g. {'; '.join(total['type_cycle_examples'][:3])}")
     if s["near_duplicates"] is not None:
         near = s["near_duplicates"]
         print(f"near-duplicates (Jaccard >= {near['threshold']:g}): {near['files_removed']} of {near['files_signed']} "

@@ -234,7 +234,7 @@ def _fresh() -> dict:
 
 def _add(into: dict, stats: dict) -> None:
     for name in FIELDS:
-        into[name] += stats[name]
+        into[name] += stats.get(name, 0)  # (a chunk task's summary from before type_cycles has none)
     into[EXAMPLES].extend(stats.get(EXAMPLES, ())[:EXAMPLES_KEPT - len(into[EXAMPLES])])
 
 

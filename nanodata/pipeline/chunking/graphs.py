@@ -19,9 +19,10 @@ def topo_order(nodes: Sequence, deps: Mapping, required: Mapping | None = None, 
     position order. When no node is ready (a cycle), the earliest unplaced node goes next, alone;
     with `required` (a subset of `deps`' edges that must hold: a class's bases, a specialization's
     primary template), the earliest unplaced node whose required dependencies are all placed. Only
-    when there is none (a cycle of required edges) does a node of that cycle go first anyway: it is
-    appended to `forced`. Counting unplaced dependencies (rather than rescanning every node each round) keeps it
-    O(edges + n log n): a project's call graph of thousands of functions is ordered at once.
+    when there is none (a cycle of required edges) does a node of that cycle go first anyway: it
+    is appended to `forced`. Counting unplaced dependencies (rather than rescanning every node each
+    round) keeps it O(edges + n log n): a project's call graph of thousands of functions is ordered
+    at once.
     """
     position = {n: i for i, n in enumerate(nodes)}
 

@@ -836,7 +836,8 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
             i = bisect_right(starts, start) - 1
             if i >= 0 and end <= units[i].end:
                 raw = data[start:end]  # bytes: decode only the distinct names
-                qualifier = _call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else _type_qualifier(node)
+                qualifier = (_call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else
+                             _type_qualifier(node) if label == "type" else "")
                 buckets[i].setdefault(raw, set()).add(qualifier)
     for unit, calls, types, bases in zip(units, found["call"], found["type"], found["base"], strict=False):
         qualifiers: dict[tuple, set] = {}
