@@ -1,9 +1,9 @@
 """Classes placed before a base or before their primary template in compilable docs (issue 31), this checkout
 beside a reference revision (default main), on real trees.
 
-Each tree is chunked in compilable mode at --max-tokens 2048 (1 worker) by each checkout in a child process; every
-doc but the pieces of one split unit is then parsed with tree-sitter and its declaration-level class definitions
-are read in order. A class is *misplaced* when the doc defines, after it and nowhere before it,
+Each tree is chunked in compilable mode at --max-tokens (default 2048; 1 worker) by each checkout in a child
+process; every doc but the pieces of one split unit is then parsed with tree-sitter and its declaration-level
+class definitions are read in order. A class is *misplaced* when the doc defines, after it and nowhere before it,
 - a base it derives from (the class of the base's name, not a specialization: `class D : public B<int>` needs
   the template B), or
 - for a partial or explicit specialization (`struct formatter<int, Char> {`), its primary template.
@@ -11,17 +11,19 @@ Only a definition the use can mean counts: one in the namespace the use's qualif
 the class's namespace (a base: or one around it); one of them before the class places it. Goal: 0. Beside the
 counts: the docs of this checkout that the reference does not emit, and the files whose docs differ.
 
-Trees: the directories named, or every directory under --trees-dir (each chunked as one project dir holding it):
-e.g. fmtlib/fmt, google/leveldb, google/re2, leethomason/tinyxml2, gabime/spdlog, nlohmann/json,
+Trees: the directories named, or every directory under --trees-dir ($NANODATA_BENCH_TREES; skipped without one),
+each chunked as one project dir holding it: e.g. fmtlib/fmt, google/leveldb, google/re2, leethomason/tinyxml2, gabime/spdlog, nlohmann/json,
 abseil/abseil-cpp, google/googletest, extracted with `git archive`.
 
     .venv/bin/python benchmarks/bench_compilable_order.py --trees-dir TREES [--reference main] [--examples 5]
+        [--max-tokens 2048]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,10 +106,10 @@ def misplaced(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def chunk(checkout: Path, tree: Path, out: Path) -> list[dict]:
+def chunk(checkout: Path, tree: Path, out: Path, max_tokens: int) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="nanodata-order-tree-") as holder:
         shutil.copytree(tree, Path(holder) / tree.name, symlinks=True)  # a project dir holding the tree alone
-        subprocess.run([sys.executable, "-c", CHILD, str(checkout), holder, str(out), str(MAX_TOKENS)], check=True,
+        subprocess.run([sys.executable, "-c", CHILD, str(checkout), holder, str(out), str(max_tokens)], check=True,
                        stdout=subprocess.DEVNULL)
     with open(out, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
@@ -129,13 +131,17 @@ def _by_source(docs: list[dict]) -> dict[str, list[str]]:
 def main() -> None:
     parser_ = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser_.add_argument("trees", nargs="*", type=Path, help="tree directories (default: every one in --trees-dir)")
-    parser_.add_argument("--trees-dir", type=Path)
+    parser_.add_argument("--trees-dir", type=Path, default=os.environ.get("NANODATA_BENCH_TREES"),
+                         help="default: $NANODATA_BENCH_TREES")
     parser_.add_argument("--reference", default="main", help="git revision to compare with (default main)")
     parser_.add_argument("--examples", type=int, default=5, help="misplaced classes listed per tree and checkout")
-    args = parser_.parse_args()
-    trees = args.trees or (sorted(p for p in args.trees_dir.iterdir() if p.is_dir()) if args.trees_dir else [])
-    if not trees:
-        raise SystemExit("compilable_order: name tree directories or --trees-dir (e.g. `git archive` of fmtlib/fmt)")
+    parser_.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    args = parser_.parse_args([] if __name__ != "__main__" else None)  # (run_all.py: defaults)
+    trees = args.trees or (sorted(p for p in Path(args.trees_dir).iterdir() if p.is_dir()) if args.trees_dir else [])
+    if not trees:  # the trees are not part of the repository
+        print("compilable_order: skipped: name tree directories, --trees-dir or $NANODATA_BENCH_TREES (each tree a "
+              "`git archive` of e.g. fmtlib/fmt)")
+        return
     with tempfile.TemporaryDirectory(prefix="nanodata-order-") as tmp:
         tmp = Path(tmp)
         ref = tmp / "ref"
@@ -143,14 +149,14 @@ def main() -> None:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.reference, "nanodata"], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(ref)], input=archive, check=True)
-        print(f"compilable --max-tokens {MAX_TOKENS}, 1 worker; ref = git archive {args.reference}, this = {REPO}")
+        print(f"compilable --max-tokens {args.max_tokens}, 1 worker; ref = git archive {args.reference}, this = {REPO}")
         print(f"{'tree':<12} {'docs ref':>8} {'misplaced ref':>13} {'docs this':>9} {'misplaced this':>14} "
               f"{'docs changed':>12} {'files changed':>13}")
         totals = Counter()
         for tree in trees:
             rows = {}
             for label, checkout in (("ref", ref), ("this", REPO)):
-                docs = chunk(checkout, tree, tmp / f"{label}.jsonl")
+                docs = chunk(checkout, tree, tmp / f"{label}.jsonl", args.max_tokens)
                 rows[label] = (docs, *count(docs))
             texts = {label: Counter(d["text"] for d in docs) for label, (docs, _, _) in rows.items()}
             changed = sum((texts["this"] - texts["ref"]).values())
