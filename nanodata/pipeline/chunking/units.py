@@ -79,9 +79,12 @@ REFERENCES = Query(LANGUAGE, "(call_expression function: (_) @call) (type_identi
                              "(base_class_clause [(type_identifier) (qualified_identifier) (template_type)] @base)")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # a class definition's opening lines (brace fallback): after the namespaces and line comments its block opens
-# with, a template header, key, name (macros before it), bases, `{`
-CLASS_HEAD = re.compile(rb"\s*(?:(?:namespace\s+[\w:]*\s*\{|//[^\n]*)\s*)*"
+# with, a template header, key, name (macros before it), bases, `{`. (Each comment runs to its line end, one
+# way to match only: `//////` read as three comments would make a failed match exponential.) Looked for in the
+# first HEAD_BYTES of a unit.
+CLASS_HEAD = re.compile(rb"\s*(?:(?:namespace\s+[\w:]*\s*\{|//[^\n]*\n)\s*)*"
                         rb"(?:template\b[^{;]*?>\s*)?(?:class|struct|union)\s+([^{;()=]*)\{", re.S)
+HEAD_BYTES = 4096
 # brace fallback: a scope, not a Part (a namespace, extern "C", an #if block whose opener is its #if line alone)
 WRAPPER_OPENER = re.compile(rb'\s*(namespace\b|extern\s*"C")[^;{]*\{\s*$|[ \t]*\#[ \t]*if\w*\b[^\n]*\n\s*$')
 
@@ -622,7 +625,7 @@ class _Builder:
                 node = max(inside, key=lambda n: n.end_byte - n.start_byte, default=None)
                 kind, name, owner = classify(node, self.named) if node is not None else ("decl", "", "")
                 if self.named:  # a class whose largest definition is a member function
-                    kind, name, owner = _class_head(self.data[start:end]) or (kind, name, owner)
+                    kind, name, owner = _class_head(self.data[start:min(end, start + HEAD_BYTES)]) or (kind, name, owner)
                 self.units.append(Unit(kind if kind in ("function", "type") else "decl", name, owner, scope,
                                        member.segments, member.segments[-1], start, end, part=part))
 
