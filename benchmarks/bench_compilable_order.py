@@ -7,8 +7,9 @@ class definitions are read in order. A class is *misplaced* when the doc defines
 - a base it derives from (the class of the base's name, not a specialization: `class D : public B<int>` needs
   the template B), or
 - for a partial or explicit specialization (`struct formatter<int, Char> {`), its primary template.
-Only a definition the use can mean counts: one in the namespace the use's qualifier names, else (unqualified) in
-the class's namespace (a base: or one around it); one of them before the class places it. Goal: 0. Beside the
+Only a definition the use can mean counts: one in the namespace the use's qualifier names (as seen from the class's
+namespace), else (unqualified) in the class's namespace (a base: or one around it); one of them before the class
+places it. Goal: 0. Beside the
 counts: the docs of this checkout that the reference does not emit, and the files whose docs differ.
 
 Trees: the directories named, or every directory under --trees-dir ($NANODATA_BENCH_TREES; skipped without one),
@@ -88,8 +89,9 @@ def classes(text: str) -> list[tuple]:
 
 def misplaced(text: str) -> list[tuple[str, str, int]]:
     """(class head, what it needs, characters the needed definition comes after it) of each misplaced class.
-    A definition can be meant when it sits in the namespace the use's qualifier names, or (unqualified) in the
-    user's namespace (a base: or one around it; a primary template: that one)."""
+    A definition can be meant when it sits in the namespace the use's qualifier names (one in the user's namespace
+    or around it), or (unqualified) in the user's namespace (a base: or one around it; a primary template: that
+    one)."""
     found = classes(text)
     primaries: dict[str, list[tuple[int, tuple]]] = {}
     for start, chain, name, special, *_ in found:
@@ -100,7 +102,8 @@ def misplaced(text: str) -> list[tuple[str, str, int]]:
         needs = [(*b, False) for b in bases if b[1] != name or special] + ([(scope, name, True)] if special else [])
         for qualifier, need, primary in needs:
             meant = [at for at, where in primaries.get(need, ()) if (
-                where[-1:] == (qualifier,) if qualifier else where == (chain if primary else chain[:len(where)]))]
+                where[-1:] == (qualifier,) and where[:-1] == chain[:len(where) - 1] if qualifier else
+                where == (chain if primary else chain[:len(where)]))]
             if meant and meant[0] > start:
                 out.append((head.strip(), need, meant[0] - start))
     return out
