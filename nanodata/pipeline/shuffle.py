@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from nanodata.pipeline.jsonl import SCHEMA, parse_block
-from nanodata.storage.files import atomic_output, disk_errors, file_digest
+from nanodata.storage.files import atomic_output, content_hash, disk_errors, file_digest
 
 ROW_GROUP_ROWS = 1024
 ROW_GROUP_BYTES = 4 << 20   # a few MB: byte-sized row groups bound memory and balance the loader's ranks
@@ -35,7 +35,7 @@ FILE_BYTES = 512 << 20      # of JSON lines per parquet file (about 4x less once
 
 def text_digest(text: bytes) -> bytes:
     """The content digest: the chunker's dedupe key (nanodata.pipeline.chunking.writer)."""
-    return hashlib.blake2b(text, digest_size=16).digest()
+    return content_hash(text)
 
 
 def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:

@@ -47,6 +47,7 @@ class SourceFile:
     file: str | None = None     # ...project files are read (local path or gs:// URI) by the worker parsing them
     size: int = 0
     license: str = NOASSERTION  # its project's SPDX id (a tree's license files), or its record's "license"
+    digest: str | None = None   # its content digest, when planned (reuse.text_content_digest's; a cache hit reads nothing)
 
 
 @dataclass
