@@ -91,7 +91,7 @@ def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp
     uri = f"{dest}/builds/{key}"
     dag_report = read_json(f"{uri}/report/report.json")
     read = build_report(corpus.fetch_dir(uri, tmp_path / "copy"), max_tokens=PARAMS["max_tokens"], uri=uri)
-    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates", "cleaning")
+    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates", "cleaning", "reuse")
     shard_figures = [k for k in read if k not in from_tasks]
     assert {k: dag_report[k] for k in shard_figures} == {k: read[k] for k in shard_figures}
     assert dag_report["fidelity"]["total"]["lines_kept_pct"] == 100.0  # counted by the chunk tasks

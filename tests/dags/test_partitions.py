@@ -267,8 +267,10 @@ def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_
     manifest = json.loads((dest / build / "manifest.json").read_text())
     kept = {build + s["name"] for s in manifest["shards"] + [manifest["val"]]} | \
         {build + "manifest.json", build + "_COMPLETE", "latest.json"}
-    other = {n: size for n, size in left.items() if n not in kept and not n.startswith(build + "report/")}
+    other = {n: size for n, size in left.items() if n not in kept and not n.startswith((build + "report/", ".cache/"))}
     assert not other and not (dest / ".staging").exists(), other
+    # the per-file cache stays for the next build, with the record of the keys this one used
+    assert [n for n in left if n.startswith(".cache/v1/used/")] and [n for n in left if n.startswith(".cache/v1/entries/")]
 
 
 def test_gcs_source_with_compressed_input_builds_the_same_corpus(source, tmp_path, gcs_bucket):

@@ -191,7 +191,22 @@ def _zstd_seek(frames: _ZstdFrames, offset: int, limit: int) -> dict | None:
     return {"zstd_frame": [compressed, decompressed]} if offset - decompressed <= limit else None
 
 
-def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...]) -> None:
+def listing_path(listings: str | os.PathLike, number: int) -> Path:
+    """Where planning keeps input `number`'s tree listing (jobs.inputs.tree_digest writes it as it hashes)."""
+    return Path(listings) / f"{number:05d}.listing"
+
+
+def _listed(path: Path):
+    """A tree listing's entries, as hashed_tree_files yields them."""
+    with open(path) as f:
+        for line in f:
+            entry = json.loads(line)
+            yield (Problem(*entry["problem"]), 0, None) if isinstance(entry, dict) else tuple(entry)
+
+
+def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...], listing: Path | None) -> None:
+    """A tree's files in partitions: from its listing (with each file's content digest) when planning hashed it,
+    else walked here."""
     files: list = []
     size_sum = 0
 
@@ -202,14 +217,16 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
         files, size_sum = [], 0
 
     k = 0  # file number: counts files only, as sources.tree_items does
-    for rel, size in tree_files(root, extensions):
+    entries = _listed(listing) if listing is not None and listing.is_file() else (
+        (rel, size, None) for rel, size in tree_files(root, extensions))
+    for rel, size, digest in entries:
         if isinstance(rel, Problem):
             planner.problems.append([rel.where, rel.reason, rel.status])
             continue
         if size > planner.limit and (files or planner.pieces):
             flush()  # a file bigger than a partition gets one of its own: no other partition passes 2x the size
             planner.close()
-        files.append([rel, size, k])
+        files.append([rel, size, k, digest])
         k += 1
         size_sum += size
         if planner.bytes + size_sum >= planner.limit:
@@ -217,9 +234,11 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
     flush()
 
 
-def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> tuple[int, int]:
+def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...],
+                    listings: str | os.PathLike | None = None) -> tuple[int, int]:
     """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
-    the input number is the position); returns how many there are and their bytes (decompressed)."""
+    the input number is the position); returns how many there are and their bytes (decompressed). listings: where
+    planning left the trees' listings (listing_path), whose files' digests go into the partitions."""
     planner = _Planner(stage, partition_bytes)
     scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
     try:
@@ -227,7 +246,8 @@ def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extens
             if entry["kind"] == "jsonl":
                 _plan_jsonl(planner, number, entry["uri"], scratch)
             else:
-                _plan_tree(planner, number, entry["uri"], extensions)
+                _plan_tree(planner, number, entry["uri"], extensions,
+                           None if listings is None else listing_path(listings, number))
         planner.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -254,8 +274,8 @@ def partition_items(partition: dict, max_file_bytes: int | None):
             yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
                                    start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
         else:
-            for rel, size, k in piece["files"]:
-                yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
+            for rel, size, k, digest in piece["files"]:
+                yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes, digest)
 
 
 @contextlib.contextmanager

@@ -103,13 +103,10 @@ class ReuseTally:
         self.used += key
 
     def after_parse(self, parse: ReuseTally) -> ReuseTally:
-        """The global modes' counts: this emit pass's, with the parse pass's keys, corrupt entries and
-        `files_parsed` (the files parsed again)."""
+        """The global modes' tally: this emit pass's counts (it makes the docs) with_parse the parse pass's; the
+        keys of both."""
         self.used += parse.used
-        for project, counts in parse.by_project.items():
-            mine = self.by_project.setdefault(project, Counter())
-            mine["entries_rebuilt"] += counts["entries_rebuilt"]
-            mine["files_parsed"] += counts["files_chunked"]
+        self.by_project = {p: Counter(c) for p, c in with_parse(self.to_dict(), parse.to_dict()).items()}
         return self
 
     def to_dict(self) -> dict:
@@ -124,6 +121,17 @@ def totals(by_project: dict) -> dict:
         for k, n in counts.items():
             out[k] = out.get(k, 0) + n
     return out
+
+
+def with_parse(emitted: dict, parsed: dict) -> dict:
+    """Per-project counts of a global mode: the emit pass's, plus the parse pass's corrupt entries and its
+    `files_parsed` (the files parsed again: changed or new)."""
+    out = {project: dict(counts) for project, counts in emitted.items()}
+    for project, counts in parsed.items():
+        mine = out.setdefault(project, dict.fromkeys(COUNTS, 0))
+        mine["entries_rebuilt"] += counts["entries_rebuilt"]
+        mine["files_parsed"] = mine.get("files_parsed", 0) + counts["files_chunked"]
+    return dict(sorted(out.items()))
 
 
 def merge(parts) -> dict:
