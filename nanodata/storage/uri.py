@@ -321,7 +321,7 @@ def delete_files(uris) -> int:
             return
         from nanodata.storage.gcs import gcs_client
 
-        bucket, name = gs
+        bucket, name = gs[0], gs[1].rstrip("/")
         with_retries(lambda: _delete_blob(gcs_client().bucket(bucket).blob(name)), f"delete {uri}")
 
     _concurrently(delete, uris)
