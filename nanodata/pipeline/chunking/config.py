@@ -27,7 +27,7 @@ from nanodata.ranges import (
     PARTITION_MB,
     PROCESS_WORKERS,
 )
-from nanodata.storage import check_uri, is_gcs
+from nanodata.storage import check_uri
 from nanodata.tokenizer import load
 
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
@@ -93,7 +93,8 @@ class ChunkConfig:
         object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
         counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work
         if self.cache is not None:
-            cache = str(self.cache) if is_gcs(str(self.cache)) else os.path.abspath(self.cache)
+            cache = str(self.cache)  # a local one may be relative; gs: URIs (and typos of them) are checked as given
+            cache = cache if cache[:3].lower() == "gs:" else os.path.abspath(cache)
             object.__setattr__(self, "cache", check_uri("--cache", cache))
 
     def worker_settings(self) -> dict:

@@ -592,7 +592,7 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     }
     if config.cache is not None:  # this run's entries recorded, older runs' unused ones swept, before the commit
         store = EntryStore(config.cache)
-        store.record_use(f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}", bytes(tally.reuse.used))
+        store.record_use(f"{time.time_ns():020d}-{os.getpid()}", bytes(tally.reuse.used))  # names sort by age
         summary["reuse"]["cache"] = store.retain(config.cache_keep_runs)
     with disk_errors(output):
         writer.commit(summary)
