@@ -65,6 +65,7 @@ from _common import (
     CPP_SOURCE,
     DAG_DEFAULTS,
     log_report,
+    mapped_results,
     run_target,
     uri_param,
 )
@@ -211,6 +212,7 @@ def nanodata_cpp_corpus():
     def route(batches: list[dict], params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
+        batches = mapped_results(batches)
         first = batches[0]
         return cpp_corpus.route(first["stage"], first["key"], batches, rows_per_file=params["rows_per_file"],
                                 val_fraction=params["val_fraction"])

@@ -319,7 +319,7 @@ def delete_files(uris) -> int:
         if gs is None:
             Path(uri).unlink(missing_ok=True)
             return
-        from nanodata.storage.gcs import gcs_client
+        from nanodata.storage.gcs import gcs_client  # one client per thread: a shared one's pool overflows
 
         bucket, name = gs[0], gs[1].rstrip("/")
         with_retries(lambda: _delete_blob(gcs_client().bucket(bucket).blob(name)), f"delete {uri}")
@@ -340,14 +340,8 @@ def delete_tree(uri_prefix: str | os.PathLike) -> int:
         shutil.rmtree(root)
         return count
     bucket, prefix = gs
-    from nanodata.storage.gcs import gcs_client
-
-    names = [b.name for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")]
-    client = gcs_client()
     # one request per object (the emulator serves no batch requests), several at a time; a gone object is no error
-    _concurrently(lambda name: with_retries(lambda: _delete_blob(client.bucket(bucket).blob(name)),
-                                            f"delete gs://{bucket}/{name}"), names)
-    return len(names)
+    return delete_files([f"gs://{bucket}/{b.name}" for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")])
 
 
 def _delete_blob(blob) -> None:
