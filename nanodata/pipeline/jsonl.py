@@ -182,9 +182,12 @@ def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
     line holding two objects would pass its row count."""
     if block.startswith(codecs.BOM_UTF8):
         return False
+    # Arrow's UTF-8 check accepts what Python's decoder accepts, without making a str of the block
+    whole = pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(block)], dtype=np.int64)),
+                                             pa.py_buffer(block))
     try:
-        block.decode("utf-8")
-    except UnicodeDecodeError:
+        whole.validate(full=True)
+    except pa.ArrowInvalid:
         return False
     # JSON whitespace is \t \n \r and space: a line of no byte above space is blank or never a good doc
     return bool((np.maximum.reduceat(np.frombuffer(block, dtype=np.uint8), starts) > 32).all())
