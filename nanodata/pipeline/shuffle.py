@@ -36,7 +36,12 @@ FILE_BYTES = 512 << 20      # of JSON lines per parquet file (about 4x less once
 
 def text_digest(text: bytes) -> bytes:
     """The content digest: the chunker's dedupe key (nanodata.pipeline.chunking.writer)."""
-    return hashlib.blake2b(text, digest_size=16).digest()
+    return text_digests_of([text])[0]
+
+
+def text_digests_of(texts) -> list[bytes]:
+    blake2b = hashlib.blake2b  # one comprehension, no call per doc: to-parquet hashes every doc three times
+    return [blake2b(text, digest_size=16).digest() for text in texts]
 
 
 def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:
@@ -45,21 +50,17 @@ def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:
         texts = texts.combine_chunks()
     offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
     data = memoryview(texts.buffers()[2] or b"")
-    return [text_digest(data[a:b]) for a, b in zip(offsets, offsets[1:], strict=False)]
+    return text_digests_of(data[a:b] for a, b in zip(offsets, offsets[1:], strict=False))
 
 
-def _seeded_hash(seed: int, what: str):
+def _seeded_all(digests, seed: int, what: str) -> list[int]:
     # a keyed hash per purpose: split, order and routing are independent of each other
-    key = f"nanodata-{what}-{seed}".encode()
-    return lambda digest: int.from_bytes(hashlib.blake2b(digest, digest_size=8, key=key).digest(), "big")
+    key, blake2b, from_bytes = f"nanodata-{what}-{seed}".encode(), hashlib.blake2b, int.from_bytes
+    return [from_bytes(blake2b(digest, digest_size=8, key=key).digest(), "big") for digest in digests]
 
 
 def _seeded(digest: bytes, seed: int, what: str) -> int:
-    return _seeded_hash(seed, what)(digest)
-
-
-def _seeded_all(digests: list[bytes], seed: int, what: str) -> np.ndarray:
-    return np.fromiter(map(_seeded_hash(seed, what), digests), dtype=np.uint64, count=len(digests))
+    return _seeded_all([digest], seed, what)[0]
 
 
 def is_val(digest: bytes, seed: int, val_fraction: float) -> bool:
@@ -68,7 +69,7 @@ def is_val(digest: bytes, seed: int, val_fraction: float) -> bool:
 
 def val_mask(digests: list[bytes], seed: int, val_fraction: float) -> np.ndarray:
     """is_val of every digest (the key made once, not per doc)."""
-    return _seeded_all(digests, seed, "val") < np.uint64(int(val_fraction * 2 ** 64))
+    return np.array(_seeded_all(digests, seed, "val"), dtype=np.uint64) < np.uint64(int(val_fraction * 2 ** 64))
 
 
 def shuffle_key(digest: bytes, seed: int) -> int:
@@ -76,7 +77,7 @@ def shuffle_key(digest: bytes, seed: int) -> int:
 
 
 def shuffle_keys(digests: list[bytes], seed: int) -> np.ndarray:
-    return _seeded_all(digests, seed, "order")
+    return np.array(_seeded_all(digests, seed, "order"), dtype=np.uint64)
 
 
 def shard_of(digest: bytes, seed: int, shards: int) -> int:
@@ -190,8 +191,12 @@ def _strings(sizes: np.ndarray, data: bytearray, valid: np.ndarray | None = None
     if offsets[-1] >= 2 ** 31:
         raise NanodataError(f"a row group of {offsets[-1]} bytes of strings: over the 2 GiB a parquet column chunk "
                             "is written from; lower row_group_bytes")
-    nulls = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    nulls = None if valid is None else _validity(valid)
     return pa.StringArray.from_buffers(len(sizes), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), nulls)
+
+
+def _validity(valid: np.ndarray) -> pa.Buffer | None:
+    return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
 class RowSpool(_Spool):
@@ -254,5 +259,5 @@ class RowSpool(_Spool):
                    for k, name in enumerate(META_FIELDS)}
         columns["text"] = _strings(texts, text_data)
         n_tokens = np.frombuffer(self.n_tokens, dtype=np.int64)[index]
-        columns["n_tokens"] = pa.array(n_tokens, type=pa.int64(), mask=n_tokens < 0)
+        columns["n_tokens"] = pa.Array.from_buffers(pa.int64(), len(rows), [_validity(n_tokens >= 0), pa.py_buffer(n_tokens)])
         return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
