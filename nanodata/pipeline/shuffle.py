@@ -104,7 +104,7 @@ class _Spool:
         with disk_errors(self.path):
             self.file = open(self.path, "w+b")
         self.keys, self.weights = array("Q"), array("Q")
-        self.starts, self.lengths = array("Q"), array("Q")  # where each row's record lies in the spool file
+        self.starts = array("Q")  # where each row's record starts in the spool file
         self.bytes = 0  # sum of the weights
         self.spooled = 0  # bytes in the spool file
 
@@ -160,6 +160,10 @@ class _Spool:
 class SortedSpool(_Spool):
     """Raw JSON lines, parsed when written (the DAG's shards are handed raw docs)."""
 
+    def __init__(self, path: Path):
+        super().__init__(path)
+        self.lengths = array("Q")
+
     def add(self, key: int, line: bytes) -> None:
         """line: one JSON doc ending in a newline."""
         self.keys.append(key)
@@ -181,8 +185,8 @@ def _extend(values: array, numbers: np.ndarray) -> None:
     values.frombytes(numbers.astype(values.typecode).tobytes())
 
 
-def _offsets(array: pa.Array) -> list[int]:
-    return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1].tolist()
+def _offsets(array: pa.Array) -> np.ndarray:
+    return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
 
 
 def _strings(sizes: np.ndarray, data: bytearray, valid: np.ndarray | None = None) -> pa.Array:
@@ -217,19 +221,18 @@ class RowSpool(_Spool):
             return
         text = table.column("text").combine_chunks()
         text_at, text_data = _offsets(text), memoryview(text.buffers()[2] or b"")
+        text_sizes = np.diff(text_at)[rows]
         # one gather puts each row's metadata strings side by side, rows in the order given
         take = (np.arange(len(META_FIELDS)) * table.num_rows + rows[:, None]).ravel()
         meta = pa.concat_arrays([table.column(name).combine_chunks() for name in META_FIELDS]).take(pa.array(take))
         meta_at, meta_data = _offsets(meta), memoryview(meta.buffers()[2] or b"")
         parts = []
-        for i, row in enumerate(rows.tolist()):
-            parts.append(text_data[text_at[row]:text_at[row + 1]])
-            parts.append(meta_data[meta_at[3 * i]:meta_at[3 * i + 3]])
+        for a, b, c, d in zip(text_at[rows].tolist(), text_at[rows + 1].tolist(), meta_at[:-1:3].tolist(),
+                              meta_at[3::3].tolist(), strict=True):
+            parts += (text_data[a:b], meta_data[c:d])
         sizes = np.diff(meta_at)
-        text_sizes = np.diff(text_at)[rows]
         lengths = text_sizes + sizes.reshape(-1, len(META_FIELDS)).sum(axis=1)
         _extend(self.starts, self.spooled + np.cumsum(lengths) - lengths)
-        _extend(self.lengths, lengths)
         _extend(self.texts, text_sizes)
         _extend(self.fields, np.where(meta.is_null().to_numpy(zero_copy_only=False), -1 - sizes, sizes))
         _extend(self.n_tokens, pc.fill_null(table.column("n_tokens"), -1).to_numpy()[rows])
@@ -246,13 +249,14 @@ class RowSpool(_Spool):
         metas = np.where(valid, fields, -1 - fields)
         text_data, meta_data = bytearray(int(texts.sum())), bytearray(int(metas.sum()))
         text_view, meta_view = memoryview(text_data), memoryview(meta_data)
-        fd, starts, lengths = self.file.fileno(), self.starts, self.lengths
-        got = t = m = 0
-        for j, size in zip(rows, texts.tolist(), strict=True):
-            rest = lengths[j] - size
-            got += os.preadv(fd, [text_view[t:t + size], meta_view[m:m + rest]], starts[j])
-            t, m = t + size, m + rest
-        if got != t + m:
+        text_at = np.cumsum(texts).tolist()
+        meta_at = np.cumsum(metas.reshape(-1, len(META_FIELDS)).sum(axis=1)).tolist()
+        fd, preadv, got, t, m = self.file.fileno(), os.preadv, 0, 0, 0
+        for start, t_end, m_end in zip(np.frombuffer(self.starts, dtype=np.uint64)[index].tolist(), text_at, meta_at,
+                                       strict=True):
+            got += preadv(fd, [text_view[t:t_end], meta_view[m:m_end]], start)
+            t, m = t_end, m_end
+        if got != len(text_data) + len(meta_data):
             raise NanodataError(f"{self.path}: the spool is shorter than the rows it holds")
         meta = _strings(metas, meta_data, valid)
         columns = {name: meta.take(pa.array(np.arange(k, len(fields), len(META_FIELDS))))
