@@ -7,10 +7,11 @@ chunker's dedupe already keys on), never of where the doc was read or how the wo
   no RNG state, so a file's order is the same whoever assembles it);
 - `shard_of` / `bucket_of`: where the DAG's mapped tail routes a doc.
 
-`SortedSpool` holds a shard's docs as raw JSON lines in a local spool file and only (key, offset, length)
-per doc in memory; `write` reads the lines back in key order and closes a row group at `row_group_rows`
-or `row_group_bytes`, a file at `rows_per_file` or `file_bytes`. Memory is one row group, whatever the
-doc sizes or the shard's row count.
+A spool holds a shard's docs in a local file and only a key and a few lengths per doc in memory; `write`
+reads them back in key order and closes a row group at `row_group_rows` or `row_group_bytes`, a file at
+`rows_per_file` or `file_bytes` (bytes of the docs' JSON lines). Memory is one row group, whatever the doc
+sizes or the shard's row count. `SortedSpool` takes raw JSON lines and parses them when it writes (the
+DAG's shards); `RowSpool` takes rows already parsed and writes them without parsing again (to-parquet).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """JSONL → shuffled parquet shards + val_shard.parquet + manifest.json + _COMPLETE, crash-safe.
 
 The algorithm, one shard at a time (memory holds one row group, whatever the input or doc size):
-  read whole lines (nanodata.pipeline.jsonl) → parse and check each doc (bad lines counted by kind) →
+  read whole lines (nanodata.pipeline.jsonl) → parse and check each doc, once (bad lines counted by kind) →
   the shared rule (nanodata.pipeline.shuffle, also the corpus DAG's) sends a doc to val by a seeded hash
-  of its content digest; train lines go to a spool on disk with their seeded sort key →
-  a shard closes at --rows-per-file docs or `shard_bytes`; its lines are written sorted by key in row
-  groups of at most --row-group-size rows and `row_group_bytes` bytes →
+  of its content digest; train docs go to a spool on disk as the strings their parse found, with their
+  seeded sort key (RowSpool) → a shard closes at --rows-per-file docs or `shard_bytes` bytes of JSON lines;
+  its docs are written sorted by key in row groups of at most --row-group-size rows and `row_group_bytes`
+  bytes →
   `_progress.json` records the input position, shard index and counts.
 At the end: the last partial shard, the val shard (its docs sorted by the same key), manifest.json, then
 _COMPLETE. Inputs without a single good doc are an error, not a complete corpus of nothing.
