@@ -45,10 +45,16 @@ def text_digests_of(texts) -> list[bytes]:
     return [blake2b(text, digest_size=16).digest() for text in texts]
 
 
+def _one_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The column as one array; combine_chunks would copy even a single chunk."""
+    if isinstance(column, pa.Array):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:
     """text_digest of every string of an Arrow column, hashed from its buffers (no Python strings made)."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks()
+    texts = _one_array(texts)
     offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
     data = memoryview(texts.buffers()[2] or b"")
     return text_digests_of(data[a:b] for a, b in zip(offsets, offsets[1:], strict=False))
@@ -220,12 +226,12 @@ class RowSpool(_Spool):
         """table's rows `rows` (SCHEMA), with their sort keys and weights (the bytes of their JSON lines)."""
         if not len(rows):
             return
-        text = table.column("text").combine_chunks()
+        text = _one_array(table.column("text"))
         text_at, text_data = _offsets(text), memoryview(text.buffers()[2] or b"")
         text_sizes = np.diff(text_at)[rows]
         # one gather puts each row's metadata strings side by side, rows in the order given
         take = (np.arange(len(META_FIELDS)) * table.num_rows + rows[:, None]).ravel()
-        meta = pa.concat_arrays([table.column(name).combine_chunks() for name in META_FIELDS]).take(pa.array(take))
+        meta = pa.concat_arrays([_one_array(table.column(name)) for name in META_FIELDS]).take(pa.array(take))
         meta_at, meta_data = _offsets(meta), memoryview(meta.buffers()[2] or b"")
         parts = []
         for a, b, c, d in zip(text_at[rows].tolist(), text_at[rows + 1].tolist(), meta_at[:-1:3].tolist(),
