@@ -79,6 +79,12 @@ def night(root: Path, projects: list[str] | None, seed: int = 0) -> dict:
     total = len(slots)
     picked = rng.sample(slots, int(total * (EDITED + ADDED + DELETED)))
     n_edit, n_add = int(total * EDITED), int(total * ADDED)
+    if projects is not None:  # each named project gets its edits: 1% of its files, at least one
+        by_project = {name: [s for s in slots if s[1].relative_to(trees).parts[0] == name] for name in projects}
+        edits = [slot for name in projects for slot in rng.sample(by_project[name], max(1, int(len(by_project[name])
+                                                                                                * EDITED)))]
+        rest = [slot for slot in picked if slot not in set(edits)][:int(total * (ADDED + DELETED))]
+        picked, n_edit = edits + rest, len(edits)
     changed = {"edited": 0, "added": 0, "deleted": 0, "projects": set()}
     dropped_records = set()
     for k, (kind, where) in enumerate(picked):
