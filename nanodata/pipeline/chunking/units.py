@@ -271,6 +271,22 @@ def _layout(node, out: list) -> None:
             out.append(("edge", child))
 
 
+def _holds_block(node) -> bool:
+    """Does a node the tree could not lay out hold a block (a body, a lambda's, an `#if` section of one) or a parse
+    error? Then, larger than the budget, it would be cut by lines through its blocks: the file is laid out from its
+    braces instead (parse_units). Only a statement with no block inside (a huge initializer) is cut by lines."""
+    if node.has_error:
+        return True
+    stack = [node]
+    while stack:
+        for child in stack.pop().children:
+            if child.type in BLOCKS and child.type != "enumerator_list":
+                return True
+            if child.child_count:
+                stack.append(child)
+    return False
+
+
 def _roles(children) -> Iterator[tuple[str, object]]:
     """How the walk reads a list of sibling nodes: (role, node) for each node it keeps, the role one of
     "comment", "conditional" (an `#if` chain: _branches), "wrapper" (a namespace or extern "C" block),
@@ -386,6 +402,7 @@ class _Builder:
         self.pairs: dict[int, int] = {}          # opener -> closer segment of namespaces and Parts (for _line_texts)
         self.conditional_keys: set[tuple] = set()
         self.inside: list[tuple[int, int]] = []  # byte ranges of the units laid out as Parts
+        self.unsplit: list[int] = []             # segments of large nodes with a block inside that have no Part
         self.units: list[Unit] = []
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
@@ -478,7 +495,10 @@ class _Builder:
         """A node as one segment, or, when larger than split_bytes, as a Part (see the module docstring)."""
         part = self._part(node) if node.end_byte - node.start_byte > self.split_bytes and node.type != "ERROR" else None
         if part is None:
-            return Member([self.segment(node.start_byte, node.end_byte)])
+            member = Member([self.segment(node.start_byte, node.end_byte)])
+            if self.split_bytes and node.end_byte - node.start_byte > self.split_bytes and _holds_block(node):
+                self.unsplit.append(member.segments[0])
+            return member
         segments = [part.opener] + [s for m in part.members for s in m.segments] + ([part.closer] if part.closer >= 0 else [])
         return Member(segments, part)
 
@@ -899,11 +919,15 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
         fallback = root.has_error and not _consistent(builder, texts)
         includes = builder.includes
+        if not fallback:
+            tokens = count_batch(texts)
+            # a block the tree left whole, too large for any doc: cut along the braces instead of by lines
+            fallback = any(tokens[s] > split_bytes for s in builder.unsplit)
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
         builder.brace_units(text, _definitions(root) if with_references else [])
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
-    tokens = count_batch(texts)
+        tokens = count_batch(texts)
 
     def entry(key: tuple) -> tuple:
         closer = builder.closers[key]  # -1 when the source never closes it: neither do its docs
