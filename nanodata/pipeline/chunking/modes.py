@@ -22,6 +22,26 @@ from nanodata.pipeline.chunking.units import FileUnits, Part
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
 PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
+WHOLE_PREFIX = 4     # characters per token of budget counted first when asking whether a file fits whole
+
+
+def squeezed(text: str) -> str:
+    """A file as its one doc: its lines without the whitespace-only ones, the last one ended."""
+    lines = list(filter(str.strip, text.split("\n")))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
+    """Basic mode: a file that fits the budget is one doc (kind "file", no source yet), else None. Decided
+    before any parse: the pipeline tokenizes a fitting file once and emits it. A prefix of whole lines is counted
+    first, so a file far over budget costs a few budgets' worth of tokenizing, not its whole length: counts
+    add up at line ends (pack.counter_for), so a prefix over budget is a file over budget."""
+    doc = squeezed(text)
+    head = doc.rfind("\n", 0, WHOLE_PREFIX * (budget + 1)) + 1 if len(doc) > WHOLE_PREFIX * (budget + 1) else 0
+    tokens = counter.count(doc[:head]) if head else 0
+    if tokens <= budget:
+        tokens += counter.count(doc[head:])
+    return Doc(doc, tokens, "file", "") if tokens <= budget else None
 
 
 class Index:
@@ -208,8 +228,10 @@ class Chunker:
 
     def docs(self, f: int, source: str) -> list[Doc]:
         fu = self.index.files[f]
-        if self.mode == "basic" and fu.whole_tokens <= self.packer.budget:
-            return [Doc(fu.whole_text(), fu.whole_tokens, "file", source)]
+        whole = whole_file(fu.whole_text(), self.packer.counter, self.packer.budget) if self.mode == "basic" else None
+        if whole is not None:
+            whole.source = source
+            return [whole]
         preamble = self.packer.preamble(f)  # context for later docs: every unit is packed in place too
         others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function"]
         if self.mode == "basic":

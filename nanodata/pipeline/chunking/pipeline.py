@@ -32,9 +32,9 @@ from tqdm import tqdm
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.config import ChunkConfig
-from nanodata.pipeline.chunking.fidelity import add_stats, file_stats, summarize
+from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
+from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
@@ -71,7 +71,7 @@ def _init_worker(settings: dict) -> None:
 
 
 def _parse(src: SourceFile):
-    """(units, near-dedup signature or None, redactions) of a file; its Problem when it cannot be read; a FileResult
+    """(units, or in basic mode its one Doc when it fits whole; near-dedup signature or None; redactions) of a file; its Problem when it cannot be read; a FileResult
     naming its Drop when its license or a filter drops it."""
     text, problem = load_text(src)
     if problem is not None:
@@ -86,6 +86,10 @@ def _parse(src: SourceFile):
                           license=src.license)
     # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
     sig = signature(text) if _state.get("near") is not None else None
+    if _state["mode"] == "basic":  # a file that fits is tokenized and emitted: never parsed
+        whole = whole_file(text, _state["counter"], _state["budget"])
+        if whole is not None:
+            return whole, sig, changes
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
     return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
@@ -98,7 +102,12 @@ def _chunker(files: dict) -> Chunker:
 
 
 def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
-    """A file's docs and their fidelity figures (the file's lines as its segments hold them)."""
+    """A file's docs and their fidelity figures (the file's lines as its segments hold them). `fu` is a file's
+    one Doc when it fits whole (basic mode: never parsed, so no syntax errors are known)."""
+    if isinstance(fu, Doc):
+        fu.source = source
+        stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
+        return FileResult(gid, size, False, [fu], rank=rank, project=project, stats=stats)
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
     stats = file_stats(fu.whole_text(), [d.text for d in docs],

@@ -141,12 +141,8 @@ class FileUnits:
     def text_of(self, unit: Unit) -> str:
         return "".join(self.texts[s] for s in unit.segments)
 
-    @property
-    def whole_tokens(self) -> int:
-        return sum(self.tokens)
-
     def whole_text(self) -> str:
-        """The file with blank lines squeezed out (what 'a file that fits' emits), in source order."""
+        """The file's lines in source order, as its segments hold them (the blank lines between units left out)."""
         return "".join(self.texts[i] for i in self.order)
 
 

@@ -111,7 +111,8 @@ def test_docs_balance_unless_a_statement_was_cut(runs, mode, budget, tokenizer):
     assert len(unbalanced) <= summary["fidelity"]["total"]["cut_docs"]
     by_project = summary["fidelity"]["by_project"]
     assert by_project["cases"]["oversized_statement_cuts"] >= 1   # big_table.cpp's initializer
-    assert by_project["cases"]["parse_error_regions"] >= 1        # macro_error.cpp
+    # macro_error.cpp (it fits whole: basic mode emits it unparsed)
+    assert by_project["cases"]["parse_error_regions"] >= (mode != "basic")
     assert by_project["libstdcxx"]["parse_error_regions"] >= 1
     for doc in docs:
         assert doc["n_tokens"] == tokenizer.count_tokens(doc["text"]) <= budget
