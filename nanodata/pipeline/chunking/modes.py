@@ -22,7 +22,7 @@ from nanodata.pipeline.chunking.units import FileUnits, Part
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
 PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
-WHOLE_PREFIX = 4     # characters per token of budget counted first when asking whether a file fits whole
+WHOLE_STEP = 4       # characters per token left of the budget counted at a time (whole_file)
 
 
 def squeezed(text: str) -> str:
@@ -33,14 +33,15 @@ def squeezed(text: str) -> str:
 
 def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
     """Basic mode: a file that fits the budget is one doc (kind "file", no source yet), else None. Decided
-    before any parse: the pipeline tokenizes a fitting file once and emits it. A prefix of whole lines is counted
-    first, so a file far over budget costs a few budgets' worth of tokenizing, not its whole length: counts
-    add up at line ends (pack.counter_for), so a prefix over budget is a file over budget."""
+    before any parse: the pipeline tokenizes a fitting file once and emits it. The lines are counted about what
+    is left of the budget at a time, stopping once over it, so a large file costs little more than the budget's
+    worth of tokenizing: counts add up at line ends (pack.counter_for)."""
     doc = squeezed(text)
-    head = doc.rfind("\n", 0, WHOLE_PREFIX * (budget + 1)) + 1 if len(doc) > WHOLE_PREFIX * (budget + 1) else 0
-    tokens = counter.count(doc[:head]) if head else 0
-    if tokens <= budget:
-        tokens += counter.count(doc[head:])
+    tokens = start = 0
+    while start < len(doc) and tokens <= budget:  # (whole lines, about what is left of the budget at a time)
+        stop = doc.find("\n", start + WHOLE_STEP * (budget + 1 - tokens)) + 1 or len(doc)
+        tokens += counter.count(doc[start:stop])
+        start = stop
     return Doc(doc, tokens, "file", "") if tokens <= budget else None
 
 
@@ -228,7 +229,8 @@ class Chunker:
 
     def docs(self, f: int, source: str) -> list[Doc]:
         fu = self.index.files[f]
-        whole = whole_file(fu.whole_text(), self.packer.counter, self.packer.budget) if self.mode == "basic" else None
+        fits = self.mode == "basic" and fu.may_fit
+        whole = whole_file(fu.whole_text(), self.packer.counter, self.packer.budget) if fits else None
         if whole is not None:
             whole.source = source
             return [whole]

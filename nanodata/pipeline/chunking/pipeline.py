@@ -92,8 +92,10 @@ def _parse(src: SourceFile):
             return whole, sig, changes
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
-    return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                        split_bytes=_state["budget"]), sig, changes)
+    fu = parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
+                     split_bytes=_state["budget"])
+    fu.may_fit = _state["mode"] != "basic"  # (basic mode found it over budget)
+    return fu, sig, changes
 
 
 def _chunker(files: dict) -> Chunker:

@@ -134,6 +134,7 @@ class FileUnits:
     syntax_errors: bool = False
     order: list[int] = field(default_factory=list)  # segment indices in source order
     parse_error_regions: int = 0   # 1 when the file's units come from its brace structure (_consistent)
+    may_fit: bool = True  # False once basic mode found the file over budget (modes.whole_file): not asked twice
 
     def segments_of(self, member) -> list[int]:
         return member.segments
