@@ -136,9 +136,6 @@ class FileUnits:
     parse_error_regions: int = 0   # 1 when the file's units come from its brace structure (_consistent)
     may_fit: bool = True  # False once basic mode found the file over budget (modes.whole_file): not asked twice
 
-    def segments_of(self, member) -> list[int]:
-        return member.segments
-
     def text_of(self, unit: Unit) -> str:
         return "".join(self.texts[s] for s in unit.segments)
 
