@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.fidelity import line_depths
+from nanodata.pipeline.chunking.braces import line_depths
 from nanodata.tokenizer import load
 
 STATEMENT_ENDS = (";", "{", "}", ":")
@@ -201,7 +201,7 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
     """Cut `text` at line boundaries into pieces of at most `limit` tokens (exact counts).
 
     A piece ends, where it can, at the last line that brings the brace/paren depth back to where the
-    piece started (fidelity.line_depths), so pieces of a balanced text balance; else on a statement
+    piece started (braces.line_depths), so pieces of a balanced text balance; else on a statement
     end in its second half. Token offsets of one encoding of the whole text price every candidate cut;
     each piece is then verified with the real tokenizer and shortened by a line if tokens merged.
     """

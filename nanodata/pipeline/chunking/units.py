@@ -50,7 +50,7 @@ import numpy as np
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
 
-from nanodata.pipeline.chunking.fidelity import OPEN_IF, balanced, line_arrays
+from nanodata.pipeline.chunking.braces import OPEN_IF, balanced, line_arrays
 
 LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
@@ -548,7 +548,7 @@ class _Builder:
         self.last = (None, self._last_row(body))
 
     def brace_units(self, text: str, definitions: list) -> None:
-        """Parse-error fallback: units from the file's lines and brace structure (fidelity.line_depths).
+        """Parse-error fallback: units from the file's lines and brace structure (braces.line_depths).
         A line that opens a block larger than split_bytes is a Part's opener (with the signature lines
         before it) and the line that closes it its closer, so such blocks are still cut between whole
         lines with their opening and closing lines; every other line (a comment or literal over several
@@ -698,7 +698,7 @@ def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: li
 def _brace_structure(lines: list[str], starts: list[int], split_bytes: int, lo: int, hi: int) -> tuple[dict, dict, set]:
     """Brace fallback, lines[lo:hi]: blocks (opening line -> closing line: `{`...`}`, `#if`...`#endif`), runs
     of lines that end inside a comment, literal or continued directive (first line -> the line after them),
-    and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (fidelity), so
+    and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (braces), so
     to it a later branch is one skipped run; each later branch of a block larger than split_bytes is read
     again on its own, so its own blocks are found (and a piece of it starts from whole statements, not from
     any line). (A smaller block is one member whole: what is inside it is never looked at; `starts`: each
@@ -873,7 +873,7 @@ def _declaration_level(root, wanted) -> list:
 
 
 def _consistent(builder: _Builder, texts: list[str]) -> bool:
-    """Does the tree's structure agree with the braces (fidelity.balanced)? tree-sitter recovers from
+    """Does the tree's structure agree with the braces (braces.balanced)? tree-sitter recovers from
     what it cannot parse (macros) by closing a namespace at a function's `}` or leaving a `}` loose:
     then a unit, or a scope's opening and closing lines, do not balance."""
     def text(segments) -> str:

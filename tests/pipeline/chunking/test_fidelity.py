@@ -6,7 +6,7 @@ bigger than the budget, a huge initializer, an ERROR region), libstdc++ headers 
   budget. In basic mode they come in source order (fidelity.lines_in_order: the file's docs in output order
   hold its lines as a subsequence). The other modes reorder whole units by design (callees first, types
   first), so there order holds per unit: each unit's own lines are a subsequence of the file's docs.
-- Balance (fidelity.balanced): every doc balances `{}` and `()`, except docs made by cutting a single statement
+- Balance (braces.balanced): every doc balances `{}` and `()`, except docs made by cutting a single statement
   bigger than the budget by lines (kind "split", counted as cut_docs in the summary). Nothing else is exempt.
 - Budget: every doc within --max-tokens, n_tokens equal to a recount.
 """
@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
-from nanodata.pipeline.chunking.fidelity import balanced, lines_in_order, lines_kept, source_lines
+from nanodata.pipeline.chunking.braces import balanced
+from nanodata.pipeline.chunking.fidelity import lines_in_order, lines_kept, source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.units import (
