@@ -6,7 +6,7 @@ end at depth 0, counting only code: comments, string and char literals (raw stri
 `R"delim(...)delim"` included) and preprocessor lines are skipped, and of an `#if`/`#elif`/`#else`
 chain only the first branch counts (as a compiler with the `#if` true would see it; an `#else` with no
 `#if` in the doc starts a branch that does not count). The chunker balances every doc except those made
-by cutting a single statement larger than the budget at line ends (`cut_docs`, modes.Packer.cut).
+by cutting a single statement larger than the budget at line ends (`cut_docs`, pack.Packer.cut).
 """
 
 from __future__ import annotations

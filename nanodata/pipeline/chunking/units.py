@@ -15,7 +15,7 @@ unit of its own. So the units' segments plus their scopes' lines are every non-b
 A node larger than `split_bytes` (a function, class, `if`, `switch`, `case`, `#if` inside a class...)
 is laid out as a `Part`: its opening lines (signature through `{`), its children as members (each
 possibly a Part again) and its closing lines (`}`, `};`, `} while (x);`, `#endif`); the lines between two
-blocks (`} else {`, `} catch (E& e) {`) are members too. modes.Packer cuts such a node between members and
+blocks (`} else {`, `} catch (E& e) {`) are members too. pack.Packer cuts such a node between members and
 gives each piece the opening and closing lines, so every piece balances its braces. (A node of at most
 split_bytes bytes has at most that many tokens: it never needs cutting.)
 
