@@ -135,9 +135,9 @@ def _counted_code(text: str, pattern: re.Pattern = _STRIP) -> str:
     """The code of `text` whose brackets count: no comments, literals, directives or later branches.
     One C-speed split does the lexing (no per-match replacement, which Python 3.11 expands in Python);
     only the directives are then read one by one, to follow their branches."""
-    parts = pattern.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
+    fields = pattern.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
     step = pattern.groups + 1
-    codes, names = parts[::step], parts[_DIRECTIVE_GROUP::step]   # names: None for a comment or literal
+    codes, names = fields[::step], fields[_DIRECTIVE_GROUP::step]   # names: None for a comment or literal
     found = [i for i, name in enumerate(names) if name is not None]
     if pattern is _STRIP and not all(codes[i].rstrip(" \t").endswith("\n") for i in found):  # (see _STRIP)
         return _counted_code(text, _BY_LINE)

@@ -357,11 +357,11 @@ def stage_docs(results, out_path, mode: str) -> list:
     return [[0, 0, size]]
 
 
-def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
+def merge_docs(staged: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
     """Concatenate staged docs in (rank, partition) order into `writer` (which drops exact duplicates), leaving
-    out the docs of the files in `removed` (sorted gids: near-copies) first. parts: (partition number, staged docs
+    out the docs of the files in `removed` (sorted gids: near-copies) first. staged: (partition number, staged docs
     path, groups from emit_store / stage_docs). Returns the docs left out."""
-    ranges = sorted((rank, number, path, start, stop) for number, path, groups in parts
+    ranges = sorted((rank, number, path, start, stop) for number, path, groups in staged
                     for rank, start, stop in groups)
     dropped = 0
 
@@ -539,16 +539,16 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
     Returns the index's counts and the near-dedup summary."""
     local = settings["mode"] not in GLOBAL_MODES
     threshold = settings["near"]
-    parts, stores, signed = [], [], []
-    for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
+    staged, stores, signed = [], [], []
+    for number, partition in enumerate(cut_by_bytes(items, partition_bytes)):
         sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
         if local:
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), stage_docs(chunk_items(part, settings, workers, tally, bar, sink), docs,
+            staged.append((number, str(docs), stage_docs(chunk_items(partition, settings, workers, tally, bar, sink), docs,
                                                         settings["mode"])))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
-            parse_items(part, settings, workers, stores[-1], tally, bar, sink)
+            parse_items(partition, settings, workers, stores[-1], tally, bar, sink)
         if sink is not None:
             signed.append((number, sink.close(number)))
             store_signatures(sink.directory, str(tmp / "near"), number)
@@ -560,14 +560,14 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         emitted = Tally()
         for number, store in enumerate(stores):
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
+            staged.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
             store.unlink()
         tally.fidelity = emitted.fidelity  # the emit pass makes the docs
     removed = None
     if threshold is not None:
         counts["near_duplicates"] = reduce_here(str(tmp / "near"), signed, threshold)
         removed = load_removed(str(tmp / "near"))
-    docs_removed = merge_docs(parts, writer, removed)
+    docs_removed = merge_docs(staged, writer, removed)
     if threshold is not None:
         counts["near_duplicates"]["docs_removed"] = docs_removed
     return counts

@@ -284,7 +284,7 @@ def _holds_block(node) -> bool:
 def _roles(children) -> Iterator[tuple[str, object]]:
     """How the walk reads a list of sibling nodes: (role, node) for each node it keeps, the role one of
     "comment", "conditional" (an `#if` chain: _branches), "wrapper" (a namespace or extern "C" block),
-    "region" (an ERROR wrapped around good code: _region_parts), "head" (an ERROR before a definition:
+    "region" (an ERROR wrapped around good code: _region_pieces), "head" (an ERROR before a definition:
     recovery split e.g. a template header from its function; it stays with the definition) or "unit"."""
     children = list(children)
     for i, node in enumerate(children):
@@ -329,7 +329,7 @@ def _branches(node) -> Iterator[tuple[object, object, list]]:
         node = alternative
 
 
-def _region_parts(node) -> Iterator[tuple[str, object, object]]:
+def _region_pieces(node) -> Iterator[tuple[str, object, object]]:
     """An ERROR region's children as the walk keeps them: ("node", child, child) for a structural child, and
     ("loose", first, last) for a run of loose tokens between them, or ("head", first, last) when a definition
     follows the run (e.g. `template<...>` cut off from its function)."""
@@ -358,10 +358,10 @@ def _recovered(children) -> Iterator[tuple[int, int]]:
         elif role == "wrapper":
             yield from _recovered(_between_braces(_body_list(node)))
         elif role == "region":
-            for part, first, last in _region_parts(node):
-                if part == "node":
+            for piece, first, last in _region_pieces(node):
+                if piece == "node":
                     yield from _recovered([first])
-                elif part == "loose":
+                elif piece == "loose":
                     yield first.start_byte, last.end_byte
         elif role == "unit":
             yield node.start_byte, node.end_byte
@@ -448,12 +448,12 @@ class _Builder:
     def _error_region(self, node, scope: tuple) -> None:
         """tree-sitter wrapped good code in an ERROR (macros it cannot see through): walk the good
         parts as usual and keep each run of loose tokens between them as one segment."""
-        for part, first, last in _region_parts(node):
-            if part == "node":
+        for piece, first, last in _region_pieces(node):
+            if piece == "node":
                 self.walk([first], scope)
                 continue
             index = self.segment(first.start_byte, last.end_byte)
-            if part == "head":
+            if piece == "head":
                 self.pending.append(index)
             else:  # never preamble: such debris must not repeat in every chunk
                 self._add(Unit("decl", "", "", scope, self.pending + [index], index, first.start_byte, last.end_byte),
