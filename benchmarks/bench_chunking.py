@@ -2,9 +2,9 @@
 
 Real trees, one worker, this process's CPU time (best of --runs; other jobs on the shared machine skew it less
 than wall time), every process-wide start-up cost (the tokenizer's tables, the page cache) paid by a warm-up run
-first: (a) tokenizing every file whole with tiktoken, (b) parsing every file with tree-sitter, L = 1/(1/a + 1/b)
-(the chunker needs both for a file it splits), then `chunk_to_jsonl` in the issue's settings, each printed beside
-its reference from the same run:
+first, cleaning and near-dedup off (CHUNKER_ONLY: not the chunker's work): (a) tokenizing every file whole with
+tiktoken, (b) parsing every file with tree-sitter, L = 1/(1/a + 1/b) (the chunker needs both for a file it
+splits), then `chunk_to_jsonl` in the issue's settings, each printed beside its reference from the same run:
 - basic, --max-tokens 16384 (most files fit whole: tokenized and emitted, never parsed): goal >= 0.8x (a);
 - basic, --max-tokens 2048: goal >= 0.85 L;
 - compilable, --max-tokens 2048: goal >= 0.5 L.
@@ -39,6 +39,8 @@ from nanodata.tokenizer import load
 STD = Path("/usr/include/c++/12/bits")
 FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"
 # (mode, --max-tokens, reference: "tokenize" (a) or "L", goal)
+# the chunker's own work: cleaning and near-dedup are measured by bench_cleaning.py and bench_near_dedup.py
+CHUNKER_ONLY = {"filters": "none", "redact": "none", "dedup": "exact"}
 RUNS = [("basic", 16384, "tokenize", 0.8), ("basic", 2048, "L", 0.85), ("compilable", 2048, "L", 0.5)]
 
 
@@ -92,7 +94,7 @@ def main() -> None:
 
         def run(mode, max_tokens, workers=1):
             chunk_to_jsonl(Path(tmp) / f"{mode}.jsonl", project_dirs=sorted(root.iterdir()), mode=mode,
-                           max_tokens=max_tokens, workers=workers)
+                           max_tokens=max_tokens, workers=workers, **CHUNKER_ONLY)
 
         run("basic", 2048)  # warm: tokenizer tables, page cache
         tokenize = mb / _best_of(args.runs, lambda: [encode(t) for t in texts])

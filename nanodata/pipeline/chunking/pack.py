@@ -9,6 +9,7 @@ to: it fills docs greedily within the budget and splits a unit too large for any
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -25,6 +26,18 @@ _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", 
                    "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
                    "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n", "x = 1;   \n", "y();\r\n",
                    "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
+
+
+# A word: a run of ASCII letters between ASCII non-letters. A split pattern keeps letters apart from digits, `_`,
+# punctuation and spaces (every tiktoken pattern does: checked by _check_additive), so each word lies in a token of
+# its own and a text holds at least as many tokens as words.
+WORD = re.compile(r"(?<![^\x00-\x7f])[A-Za-z]+(?![^\x00-\x7f])")
+_PROBE_WORDS = ["a_b c.d e1f g'h", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1"]
+
+
+def words(text: str, stop: int) -> int:
+    """The words of text[:stop], a lower bound on its tokens (see WORD)."""
+    return len(WORD.findall(text, 0, stop))
 
 
 class Counter:
@@ -80,7 +93,11 @@ def counter_for(spec: str) -> Counter:
 
 
 def _check_additive(counter: Counter, name: str) -> None:
-    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries."""
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or words (WORD)."""
+    for text in _PROBE_WORDS:
+        if counter.count(text) < words(text, len(text)):
+            raise NanodataError(f"--tokenizer {name}: its split pattern merges words ({text!r}), so a file's words do "
+                                f"not bound its tokens")
     for a in _PROBE_SEGMENTS:
         for b in _PROBE_SEGMENTS:
             if counter.count(a + b) != counter.count(a) + counter.count(b):

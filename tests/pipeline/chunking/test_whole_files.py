@@ -11,7 +11,7 @@ from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, read_docs, write_jsonl
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
-from nanodata.pipeline.chunking.pack import counter_for
+from nanodata.pipeline.chunking.pack import counter_for, words
 from nanodata.pipeline.chunking.units import parse_units
 
 CASES = Path(__file__).parent / "fidelity_cases"
@@ -49,6 +49,16 @@ def test_a_prefix_over_budget_decides_alone():
     assert whole_file(text, counter, tokens).tokens == tokens
     one_line = "x" * 5000 + "\n"
     assert whole_file("\n\n  \n" + one_line + "\t\n", counter, 5000).text == one_line
+
+
+def test_words_bound_tokens():
+    """A file far over budget is ruled out by its words before any tokenizing: sound only while no token holds two
+    words (pack.WORD), on every real file and on text made of nothing but short words and separators."""
+    counter = counter_for("cl100k_base")
+    for text in [*REAL_FILES.values(), "a.b_c d1e f'g h\ti\nj->k::l é m"]:
+        assert words(text, len(text)) <= counter.count(text)
+    many = "int a, b, c, d, e, f, g, h;\n" * 300
+    assert words(many, len(many)) > 2048 and whole_file(many, counter, 2048) is None
 
 
 def test_squeezed_drops_only_blank_lines():
