@@ -33,9 +33,9 @@ from tqdm import tqdm
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.config import ChunkConfig
-from nanodata.pipeline.chunking.fidelity import add_stats, file_stats, summarize
+from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
+from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
@@ -137,10 +137,16 @@ def _parse(src: SourceFile, text: str):
                           license=src.license)
     # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
     sig = signature(text) if _state.get("near") is not None else None
+    if _state["mode"] == "basic":  # a file that fits is tokenized and emitted: never parsed
+        whole = whole_file(text, _state["counter"], _state["budget"])
+        if whole is not None:
+            return whole, sig, changes
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
-    return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                        split_bytes=_state["budget"]), sig, changes)
+    fu = parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
+                     split_bytes=_state["budget"])
+    fu.may_fit = _state["mode"] != "basic"  # (basic mode found it over budget)
+    return fu, sig, changes
 
 
 def _chunker(files: dict) -> Chunker:
@@ -149,7 +155,12 @@ def _chunker(files: dict) -> Chunker:
 
 
 def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
-    """A file's docs and their fidelity figures (the file's lines as its segments hold them)."""
+    """A file's docs and their fidelity figures (the file's lines as its segments hold them). `fu` is a file's
+    one Doc when it fits whole (basic mode: never parsed, so no syntax errors are known)."""
+    if isinstance(fu, Doc):
+        fu.source = source
+        stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
+        return FileResult(gid, size, False, [fu], rank=rank, project=project, stats=stats)
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
     stats = file_stats(fu.whole_text(), [d.text for d in docs],
@@ -424,11 +435,11 @@ def stage_docs(results, out_path, mode: str) -> list:
     return [[0, 0, size]]
 
 
-def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
+def merge_docs(staged: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
     """Concatenate staged docs in (rank, partition) order into `writer` (which drops exact duplicates), leaving
-    out the docs of the files in `removed` (sorted gids: near-copies) first. parts: (partition number, staged docs
+    out the docs of the files in `removed` (sorted gids: near-copies) first. staged: (partition number, staged docs
     path, groups from emit_store / stage_docs). Returns the docs left out."""
-    ranges = sorted((rank, number, path, start, stop) for number, path, groups in parts
+    ranges = sorted((rank, number, path, start, stop) for number, path, groups in staged
                     for rank, start, stop in groups)
     dropped = 0
 
@@ -612,16 +623,16 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
     Returns the index's counts and the near-dedup summary."""
     local = settings["mode"] not in GLOBAL_MODES
     threshold = settings["near"]
-    parts, stores, signed = [], [], []
-    for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
+    staged, stores, signed = [], [], []
+    for number, partition in enumerate(cut_by_bytes(items, partition_bytes)):
         sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
         if local:
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), stage_docs(chunk_items(part, settings, workers, tally, bar, sink), docs,
+            staged.append((number, str(docs), stage_docs(chunk_items(partition, settings, workers, tally, bar, sink), docs,
                                                         settings["mode"])))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
-            parse_items(part, settings, workers, stores[-1], tally, bar, sink)
+            parse_items(partition, settings, workers, stores[-1], tally, bar, sink)
         if sink is not None:
             signed.append((number, sink.close(number)))
             store_signatures(sink.directory, str(tmp / "near"), number)
@@ -633,7 +644,7 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         emitted = Tally()
         for number, store in enumerate(stores):
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
+            staged.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
             store.unlink()
         tally.fidelity = emitted.fidelity  # the emit pass makes the docs
         tally.reuse = emitted.reuse.after_parse(tally.reuse)
@@ -641,7 +652,7 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
     if threshold is not None:
         counts["near_duplicates"] = reduce_here(str(tmp / "near"), signed, threshold)
         removed = load_removed(str(tmp / "near"))
-    docs_removed = merge_docs(parts, writer, removed)
+    docs_removed = merge_docs(staged, writer, removed)
     if threshold is not None:
         counts["near_duplicates"]["docs_removed"] = docs_removed
     return counts

@@ -128,7 +128,7 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display:
                 start: int = 0, stop: int | None = None, first_line: int = 1):
     """SourceFile or Problem per line of a JSONL input, or of the line-aligned range [start, stop) of it.
 
-    A range is read from `uri` as plain bytes (the decompressed part file a plan wrote, or a byte
+    A range is read from `uri` as plain bytes (the decompressed file a plan wrote, or a byte
     range of an uncompressed input); the whole input is read through its decompressor."""
     display = display or uri
     name = input_name(display)
