@@ -28,7 +28,7 @@ from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-KEY_FORMAT = 4  # bump when a change to the build steps should rebuild every corpus (4: no file size limit, compilable order)
+KEY_FORMAT = 5  # bump when a change to the build steps should rebuild every corpus (5: issue 31's chunker output)
 
 
 def _top_level(source: str) -> list[str]:
