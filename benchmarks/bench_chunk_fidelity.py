@@ -1,7 +1,7 @@
 """How faithful chunks are to their source, and how fast, next to the pre-#20 chunker in the same run (issue 20).
 
 Per real tree and mode (basic, compilable; --max-tokens 2048): the share of the tree's non-blank lines its
-docs keep (goal 100%), the share of docs whose `{}` and `()` balance (fidelity.balanced), and docs/s and
+docs keep (goal 100%), the share of docs whose `{}` and `()` balance (braces.balanced), and docs/s and
 MB/s of `chunk_to_jsonl` with one worker (CPU time of the child process, so other jobs on the machine
 skew it less). Both are measured the same way on this checkout and on a reference revision (`git archive
 REV`, default REFERENCE), each in a child process that imports it first and stays up: the two children
@@ -32,7 +32,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from nanodata.pipeline.chunking.fidelity import balanced, lines_kept, source_lines
+from nanodata.pipeline.chunking.braces import balanced
+from nanodata.pipeline.chunking.fidelity import lines_kept, source_lines
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests" / "pipeline" / "chunking"

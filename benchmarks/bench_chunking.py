@@ -1,15 +1,29 @@
-"""C++ chunker throughput against the two things it cannot avoid: parsing and tokenizing.
+"""C++ chunker throughput against the two things it cannot avoid: tokenizing and parsing (issue 31).
 
-Same files, one worker: (a) bare tree-sitter parsing, (b) bare tiktoken encoding of the same
-text, (c) `chunk_to_jsonl` in each mode. A chunker that parses and tokenizes every byte once is
-bounded by L = 1/(1/a + 1/b); goals: basic >= 0.7 L, compilable >= 0.5 L, 1 -> 2 workers >= 1.7x.
-Published references: the Python chunker ~1,000 files/s; the Rust one 1,225 files/s on 48 cores.
-Corpus: the libstdc++ headers of this machine (bits/, ~150 files, ~4 MB).
+Real trees, one worker, this process's CPU time (best of --runs; other jobs on the shared machine skew it less
+than wall time), every process-wide start-up cost (the tokenizer's tables, the page cache) paid by a warm-up run
+first, cleaning and near-dedup off (CHUNKER_ONLY: not the chunker's work): (a) tokenizing every file whole with
+tiktoken, (b) parsing every file with tree-sitter, L = 1/(1/a + 1/b) (the chunker needs both for a file it
+splits), then `chunk_to_jsonl` in the issue's settings, each printed beside its reference from the same run:
+- basic, --max-tokens 16384 (most files fit whole: tokenized and emitted, never parsed): goal >= 0.8x (a);
+- basic, --max-tokens 2048: goal >= 0.85 L;
+- compilable, --max-tokens 2048: goal >= 0.5 L.
+Then 1 -> 2 workers (wall time; goal >= 1.7x) and, with --profile, cProfile's top functions of each chunk run.
+
+Trees: the libstdc++ headers of this machine (bits/), the fmt library torch's wheel ships, and every directory in
+NANODATA_BENCH_TREES (colon-separated, e.g. checkouts of google/leveldb, google/re2, leethomason/tinyxml2).
+
+    .venv/bin/python benchmarks/bench_chunking.py [--runs 3] [--profile] [--no-workers]
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import importlib.util
+import io
 import os
+import pstats
 import shutil
 import tempfile
 import time
@@ -18,19 +32,19 @@ from pathlib import Path
 import tree_sitter_cpp
 from tree_sitter import Language, Parser
 
-from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.tokenizer import load
 
-CORPUS = Path("/usr/include/c++/12/bits")
-MAX_TOKENS = 2048
-GOALS = {"basic": 0.7, "compilable": 0.5}
-PYTHON_FILES_PER_S = 1000
-RUST_FILES_PER_S = 1225
+STD = Path("/usr/include/c++/12/bits")
+FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"
+# (mode, --max-tokens, reference: "tokenize" (a) or "L", goal)
+# the chunker's own work: cleaning and near-dedup are measured by bench_cleaning.py and bench_near_dedup.py
+CHUNKER_ONLY = {"filters": "none", "redact": "none", "dedup": "exact"}
+RUNS = [("basic", 16384, "tokenize", 0.8), ("basic", 2048, "L", 0.85), ("compilable", 2048, "L", 0.5)]
 
 
 def _best_of(runs: int, fn, clock=time.process_time) -> float:
-    """Best time of `runs` calls. One-worker figures use this process's CPU time, so other jobs on
-    the shared machine do not skew the ratios; the worker speedup needs wall time."""
     times = []
     for _ in range(runs):
         start = clock()
@@ -42,48 +56,71 @@ def _best_of(runs: int, fn, clock=time.process_time) -> float:
 def _line(name, measured, unit, reference, ref_unit, ratio, goal=None):
     goal_text = f" (goal >= {goal})" if goal is not None else ""
     print(f"{name}: measured {measured:.2f} {unit} | reference {reference:.2f} {ref_unit} | "
-          f"ratio {ratio:.2f}{goal_text}")
+          f"ratio {ratio:.2f}{goal_text}", flush=True)
+
+
+def trees() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("NANODATA_BENCH_TREES", "").split(":") if p]
+    return [tree for tree in [STD, FMT, *extra] if tree.is_dir()]
+
+
+def copy_trees(root: Path) -> list[Path]:
+    """Each tree's C++ files as a project under root (libstdc++'s extensionless headers are left out)."""
+    for number, tree in enumerate(trees()):
+        for path in sorted(tree.rglob("*")):
+            if path.is_file() and path.suffix.lower() in CPP_EXTENSIONS:
+                target = root / f"{number}-{tree.name}" / path.relative_to(tree)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+    return sorted(p for p in root.rglob("*") if p.is_file())
 
 
 def main() -> None:
-    files = sorted(p for p in CORPUS.iterdir() if p.is_file())
-    datas = [p.read_bytes() for p in files]
-    texts = [d.decode("utf-8") for d in datas]
-    mb = sum(map(len, datas)) / 1e6
-    parser = Parser(Language(tree_sitter_cpp.language()))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="cProfile each chunk run, print the top functions")
+    parser.add_argument("--no-workers", action="store_true", help="skip the 1 -> 2 workers figures")
+    args = parser.parse_args([] if __name__ != "__main__" else None)
+    ts_parser = Parser(Language(tree_sitter_cpp.language()))
     encode = load("cl100k_base").encoding.encode_ordinary
-    print(f"corpus: {len(files)} files, {mb:.2f} MB from {CORPUS}, --max-tokens {MAX_TOKENS}")
-
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "projects"
-        shutil.copytree(CORPUS, root / "libstdcxx")
+        files = copy_trees(root)
+        datas = [p.read_bytes() for p in files]
+        texts = [d.decode("utf-8", "replace") for d in datas]
+        mb = sum(map(len, datas)) / 1e6
+        print(f"corpus: {len(files)} files, {mb:.2f} MB from {', '.join(map(str, trees()))}; 1 worker, CPU time, "
+              f"best of {args.runs}", flush=True)
 
-        def run(mode, workers=1):
-            chunk_to_jsonl(Path(tmp) / f"{mode}.jsonl", project_dirs=[root], mode=mode,
-                           max_tokens=MAX_TOKENS, workers=workers)
+        def run(mode, max_tokens, workers=1):
+            chunk_to_jsonl(Path(tmp) / f"{mode}.jsonl", project_dirs=sorted(root.iterdir()), mode=mode,
+                           max_tokens=max_tokens, workers=workers, **CHUNKER_ONLY)
 
-        run("basic")  # warm caches (tokenizer tables, page cache)
-        seconds = {}
-        for mode in MODES:  # the limit is measured next to each mode, best of 3 each
-            parse_s = _best_of(3, lambda: [parser.parse(d) for d in datas])
-            tokenize_s = _best_of(3, lambda: [encode(t) for t in texts])
-            seconds[mode] = _best_of(3, lambda mode=mode: run(mode))
-            a, b = mb / parse_s, mb / tokenize_s
-            limit = 1 / (1 / a + 1 / b)
-            rate = mb / seconds[mode]
-            print(f"chunk {mode} limit: parse a {a:.2f} MB/s, tokenize b {b:.2f} MB/s, "
-                  f"L = 1/(1/a+1/b) {limit:.2f} MB/s")
-            _line(f"chunk {mode} (1 worker)", rate, "MB/s", limit, "MB/s (L)", rate / limit, GOALS.get(mode))
-        files_per_s = len(files) / seconds["basic"]
-        _line("chunk basic files/s (1 worker)", files_per_s, "files/s", PYTHON_FILES_PER_S,
-              "files/s (published Python chunker)", files_per_s / PYTHON_FILES_PER_S)
-        _line("chunk basic files/s vs Rust", files_per_s, "files/s", RUST_FILES_PER_S,
-              "files/s (published Rust chunker, 48 cores)", files_per_s / RUST_FILES_PER_S)
-        print(f"load average (other jobs share these {os.cpu_count()} cores): {os.getloadavg()[0]:.2f}")
-        for mode in ("basic", "compilable"):
-            one = _best_of(2, lambda mode=mode: run(mode), time.perf_counter)
-            two = _best_of(2, lambda mode=mode: run(mode, workers=2), time.perf_counter)
-            _line(f"chunk {mode} 1 -> 2 workers", one / two, "x", 1.0, "x (1 worker)", one / two, 1.7)
+        run("basic", 2048)  # warm: tokenizer tables, page cache
+        tokenize = mb / _best_of(args.runs, lambda: [encode(t) for t in texts])
+        parse = mb / _best_of(args.runs, lambda: [ts_parser.parse(d) for d in datas])
+        limit = 1 / (1 / tokenize + 1 / parse)
+        print(f"tokenize-only (a) {tokenize:.2f} MB/s, tree-sitter parse-only (b) {parse:.2f} MB/s, "
+              f"L = 1/(1/a+1/b) {limit:.2f} MB/s", flush=True)
+        references = {"tokenize": (tokenize, "MB/s (tokenize-only)"), "L": (limit, "MB/s (L)")}
+        for mode, max_tokens, against, goal in RUNS:
+            rate = mb / _best_of(args.runs, lambda mode=mode, max_tokens=max_tokens: run(mode, max_tokens))
+            reference, unit = references[against]
+            _line(f"chunk {mode} {max_tokens}", rate, "MB/s", reference, unit, rate / reference, goal)
+        if args.profile:
+            for mode, max_tokens, _, _ in RUNS:
+                profile = cProfile.Profile()
+                profile.runcall(run, mode, max_tokens)
+                out = io.StringIO()
+                pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+                print(f"profile: chunk {mode} {max_tokens}, top 15 by own time\n"
+                      + "\n".join(out.getvalue().splitlines()[6:]), flush=True)
+        if not args.no_workers:
+            print(f"load average (other jobs share these {os.cpu_count()} cores): {os.getloadavg()[0]:.2f}")
+            for mode in ("basic", "compilable"):
+                one = _best_of(2, lambda mode=mode: run(mode, 2048), time.perf_counter)
+                two = _best_of(2, lambda mode=mode: run(mode, 2048, workers=2), time.perf_counter)
+                _line(f"chunk {mode} 2048 1 -> 2 workers", one / two, "x", 1.0, "x (1 worker)", one / two, 1.7)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 Both run in a child process pinned to one CPU with Arrow's thread pool at 1, on the same chunker-like
 JSONL (C++-ish docs of ~0.2-8 KB with the chunker's metadata), best of five alternating runs, timed in
 CPU seconds (user + system) so that other work on a shared machine does not skew the ratio (waits on
-fsync, which only to-parquet does, are therefore not counted). The reference holds the whole file in
-memory; to-parquet streams it (blocks of 4 MiB, one shard of rows), checkpoints, fsyncs and hashes
-every shard, so peak memory is reported too.
+fsync, which only to-parquet does, are therefore not counted). Each side first converts the input's first
+200 lines, untimed: that takes off the fixed start-up cost of a process (lazy imports, first calls), as the
+chunker's benchmarks do. The reference holds the whole file in memory; to-parquet streams it (blocks of
+4 MiB, one shard of rows), parses each line once, checkpoints, fsyncs and hashes every shard, so peak
+memory is reported too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 
 SIZE_MB = 96
 ROWS_PER_FILE = 8192  # ~18 MB of docs per shard, so the 96 MB input spans several and memory stays bounded
-GOAL = 0.5
+GOAL = 0.6  # of the reference's MB/s (issue 31)
+GOAL_MB_S = 48  # what to-parquet ran at before issue 19's spool parsed each line twice
 
 
 def write_chunker_like_jsonl(path: Path, size_mb: int, seed: int = 0) -> int:
@@ -58,13 +61,18 @@ CHILD = textwrap.dedent("""
     def cpu():
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
+    def convert(src, out):
+        if which == "nanodata":
+            jsonl_to_parquet([src], out, rows_per_file=rows_per_file, row_group_size=1024)
+        else:
+            table = pj.read_json(src, read_options=pj.ReadOptions(use_threads=False))
+            os.makedirs(out, exist_ok=True)
+            pq.write_table(table, os.path.join(out, "all.parquet"), row_group_size=1024, compression="zstd")
+    with open(src, "rb") as f, open(out + ".warm.jsonl", "wb") as warm:
+        warm.writelines(line for _, line in zip(range(200), f))
+    convert(out + ".warm.jsonl", out + ".warm")
     t = cpu()
-    if which == "nanodata":
-        jsonl_to_parquet([src], out, rows_per_file=rows_per_file, row_group_size=1024)
-    else:
-        table = pj.read_json(src, read_options=pj.ReadOptions(use_threads=False))
-        os.makedirs(out, exist_ok=True)
-        pq.write_table(table, os.path.join(out, "all.parquet"), row_group_size=1024, compression="zstd")
+    convert(src, out)
     print(cpu() - t, peak_mb() - base_mb)
 """)
 
@@ -91,8 +99,9 @@ def main() -> None:
         rss_ours, rss_ref = max(m for _, m in ours), max(m for _, m in ref)
         print(f"input: {mb:.1f} MB JSONL, {n_docs} docs ({mb * 1e6 / n_docs / 1e3:.1f} KB/doc), "
               f"--rows-per-file {ROWS_PER_FILE}")
-        print(f"to-parquet throughput (1 core, CPU time): measured {mb / t_ours:.1f} MB/s | reference "
-              f"{mb / t_ref:.1f} MB/s (pyarrow read_json+write_table) | ratio {t_ref / t_ours:.2f} (goal >= {GOAL})")
+        print(f"to-parquet throughput (1 core, CPU time): measured {mb / t_ours:.1f} MB/s (goal >= {GOAL_MB_S}) | "
+              f"reference {mb / t_ref:.1f} MB/s (pyarrow read_json+write_table) | ratio {t_ref / t_ours:.2f} "
+              f"(goal >= {GOAL})")
         print(f"to-parquet peak RSS above the imports: measured {rss_ours:.0f} MB | reference {rss_ref:.0f} MB "
               f"(whole file in memory) | ratio {rss_ours / rss_ref:.2f}")
 

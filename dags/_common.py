@@ -107,6 +107,13 @@ def log_report(report_uri: str, build_uri: str) -> None:
                  web_path(build_uri, os.environ.get("NANODATA_REPORTS_DIR")))
 
 
+def mapped_results(results) -> list:
+    """A mapped task's results as a list, read by index up to their count. Iterating Airflow's lazy sequence asks
+    for one past the end to find it, which the task's log shows as an `XCom not found` error on a run that
+    succeeds."""
+    return [results[i] for i in range(len(results))]
+
+
 def event_extras(triggering_asset_events) -> list[dict]:
     """The `extra` of every Asset event that triggered this run, oldest first (none for a manual run)."""
     if not triggering_asset_events:

@@ -39,13 +39,21 @@ Builds a C++ pretraining corpus:
   straight into `DESTINATION/builds/<key>/`. The corpus is byte-identical for any `partition_mb` and any
   number of workers, and holds the docs `nanodata chunk` + `nanodata to-parquet` give (same train/val rule).
 * `publish` writes `manifest.json`, then `_COMPLETE`, then `DESTINATION/latest.json`, and emits the
-  `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes), which
+  `nanodata_cpp_corpus` Asset event (`extra`: uri, key, params, docs, tokens, shards, bytes, reuse), which
   schedules `nanodata_tokenizer`.
 * `report` merges the counts each shard task made of the files it wrote (it reads no shard) with the counts per
   partition and bucket, time per task kind and, in global modes, the names ambiguous per project, writes them
   and plots to `builds/<key>/report/` and logs its URI and its
   page in the UI (**Browse → Corpus reports** lists every build).
-* `cleanup` deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
+* Nightly rebuilds cost what changed: each file's result (docs, signature, cleaning outcome; in the global modes its
+  parsed units) is kept in `DESTINATION/.cache/` under its content digest and the settings, and reused by later
+  builds (`reuse`, on by default); in the global modes a project is re-emitted when a file it can see changed.
+  `plan` hands each tree file's digest to its task, so an unchanged file is not even read. Near-dedup, exact dedupe,
+  the shuffle and the shards run over every doc: the corpus is byte-identical to a build into an empty destination.
+  The chunk tasks log, and the report and the Asset event's `extra` carry, under `reuse`: files and bytes reused
+  and chunked, and corrupt cache entries rebuilt.
+* `cleanup` records the cache keys the build used and deletes the entries none of the last `cache_keep_builds`
+  builds used, then deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
 
 from __future__ import annotations
@@ -57,12 +65,14 @@ from _common import (
     CPP_SOURCE,
     DAG_DEFAULTS,
     log_report,
+    mapped_results,
     run_target,
     uri_param,
 )
 from airflow.sdk import Param, dag, task
 
 from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
+    CACHE_KEEP,
     MAX_FILE_BYTES,
     MAX_TOKENS,
     MIN_TOKENS,
@@ -137,6 +147,14 @@ def _build_params(params) -> dict:
                           description="SPDX ids, comma-separated (e.g. MIT,Apache-2.0,BSD-3-Clause): only projects "
                                       "with a listed license are kept. Empty: all (each project's license is in "
                                       "the report)."),
+        "reuse": Param(True, type="boolean", title="Reuse unchanged files",
+                       description="Read each unchanged file's docs, signature and cleaning outcome from "
+                                   "DESTINATION/.cache/ instead of chunking it again (in the global modes, each project "
+                                   "none of whose visible files changed). The corpus is byte-identical either way; off "
+                                   "chunks every file again (a clean rebuild) and refreshes the cache."),
+        "cache_keep_builds": Param(CACHE_KEEP.default, type="integer", **CACHE_KEEP.param(), title="Cache: builds kept",
+                                   description="After a build, cleanup deletes the cache entries none of the last this "
+                                               "many builds used."),
         "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
@@ -194,6 +212,7 @@ def nanodata_cpp_corpus():
     def route(batches: list[dict], params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
+        batches = mapped_results(batches)
         first = batches[0]
         return cpp_corpus.route(first["stage"], first["key"], batches, rows_per_file=params["rows_per_file"],
                                 val_fraction=params["val_fraction"])
@@ -235,10 +254,10 @@ def nanodata_cpp_corpus():
         return published["key"]
 
     @task
-    def cleanup(key: str, where: dict) -> dict:
+    def cleanup(key: str, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.cleanup(where["destination"], key)
+        return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_builds"])
 
     where = target()
     planned = plan(where)
@@ -254,7 +273,7 @@ def nanodata_cpp_corpus():
 
 def _chunk_params(params) -> dict:
     return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold",
-                                   "filters", "redact", "decontaminate", "licenses")}
+                                   "filters", "redact", "decontaminate", "licenses", "reuse")}
 
 
 nanodata_cpp_corpus()

@@ -9,7 +9,7 @@ are skipped, so re-runs resume. `finalize` writes `_COMPLETE` and emits the `nan
 
 from __future__ import annotations
 
-from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, check_uris, uri_param
+from _common import DAG_DEFAULTS, FINEWEB, FINEWEB_DEST, GCS_POOL, check_uris, mapped_results, uri_param
 from airflow.sdk import Param, dag, task
 
 from nanodata.ranges import NUM_SHARDS, THREAD_WORKERS  # the CLI's ranges (a light module)
@@ -56,7 +56,7 @@ def nanodata_fineweb_download():
     def finalize(batches: list[dict], params=None, outlet_events=None) -> dict:
         from nanodata.jobs import fineweb
 
-        info = fineweb.finalize(params["destination"], params["num_shards"], list(batches))
+        info = fineweb.finalize(params["destination"], params["num_shards"], mapped_results(batches))
         outlet_events[FINEWEB].extra = info
         return info
 

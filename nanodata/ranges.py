@@ -116,6 +116,8 @@ PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True, default=256)
 # near-dedup: files at or above this estimated Jaccard are near-copies (BigCode: 0.7); below 0.5 LSH needs bands
 # of a few rows, and most pairs of files in one language share that much boilerplate
 NEAR_THRESHOLD = Range(0.5, 1.0, integer=False, default=0.7)
+# the per-file cache keeps the entries the last N successful builds (or --cache runs) used; 0 keeps none
+CACHE_KEEP = Range(0, 1000, default=3)
 
 # to-parquet
 ROWS_PER_FILE = Range(1, 10_000_000, default=50_000)  # a shard is shuffled in memory

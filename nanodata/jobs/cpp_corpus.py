@@ -13,10 +13,16 @@ nanodata.jobs.tail). Unmapped steps only keep the books: plan, route (the shard 
 tasks' counts), publish (manifest.json, _COMPLETE, then latest.json), report, cleanup (staging deleted once
 committed). The corpus is byte-identical however it was cut and whatever the number of workers.
 
-Each step reads its inputs from and writes its outputs to the run's stage
-(DEST/.staging/<key>/s<STAGE_FORMAT>-p<partition_mb>/; the final build goes to DEST/builds/<key>/), writes a
-partition's summary after its data, and first returns the recorded result when it is there:
-re-running any step, or the whole build, redoes nothing that finished.
+Each step reads its inputs from and writes its outputs to the run's stage (nanodata.jobs.stage owns the layout;
+the final build goes to DEST/builds/<key>/), writes a partition's summary after its data, and first returns the
+recorded result when it is there: re-running any step, or the whole build, redoes nothing that finished.
+
+Nightly rebuilds cost what changed: the file passes go through the destination's per-file cache (DEST/.cache/,
+nanodata.pipeline.chunking.reuse), so a file whose content and settings are unchanged is not chunked again (in the
+global modes, a project none of whose visible files changed is not re-emitted); plan hands each tree file's
+content digest to its task, so such a file is not even read. The tail runs whole over every doc, reused or new:
+the corpus is byte-identical to a build into an empty destination. cleanup records the keys the build used and
+deletes the entries none of the last `cache_keep_builds` builds used.
 """
 
 from __future__ import annotations
@@ -33,36 +39,37 @@ from nanodata import storage
 from nanodata.corpus.layout import Latest, is_complete, read_latest, write_latest
 from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, tail
-from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs, staging_uri
+from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs
+from nanodata.jobs.stage import (
+    DOCS,
+    INDEX,
+    NEAR,
+    REUSE,
+    STAGED,
+    UNITS,
+    build_uri,
+    cache_uri,
+    each_item,
+    item_name,
+    item_uri,
+    item_uris,
+    plan_uri,
+    reuse_keys_uri,
+    stage_uri,
+    staging_uri,
+    summary_uri,
+    timing_uri,
+)
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import NEAR_THRESHOLD, PARTITION_MB
+from nanodata.ranges import CACHE_KEEP, NEAR_THRESHOLD, PARTITION_MB
 from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
 
 log = logging.getLogger(__name__)
 
-PLAN = "plan.json"        # what plan() decided: inputs, hashes, partitions, batch bounds; written last
-STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
-SUMMARY = "summary.json"  # written after a step's big output: its presence means the step finished
 SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its key
-# bump when what the steps stage changes: a build an older version left half done then starts a fresh
-# stage instead of merging files it cannot read (its key, hence finished builds, stay the same)
-STAGE_FORMAT = 4
-
-
-def build_uri(dest: str, key: str) -> str:
-    return join(dest, "builds", key)
-
-
-def stage_uri(dest: str, key: str, partition_mb: float) -> str:
-    """Partitioned intermediates of build <key>: one stage per partition size and STAGE_FORMAT, never mixed."""
-    return join(staging_uri(dest, key), f"s{STAGE_FORMAT}-p{partition_mb:g}")
-
-
-def _partition_name(number: int) -> str:
-    return f"{number:05d}"
 
 
 def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_MB.default,
@@ -78,25 +85,27 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
     _check_cleaning(params)
     started = time.perf_counter()
-    inputs = list_inputs(source)
-    key = build_key(inputs, params)
-    stage = stage_uri(dest, key, partition_mb)
-    latest = read_latest(dest)
-    if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
-        log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
-        return {"key": key, "stage": stage, "parse": [], "chunk": [], "near": []}
-    planned = read_json(join(stage, PLAN))
-    if planned is None:
-        partition_bytes = int(partition_mb * 2 ** 20)
-        n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS)
-        planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
-                   "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
-                   "batches": batch_bounds(n, max_batches), "near": _near_plan(params, total)}
-        write_json(join(stage, "timings", "plan.json"), {"seconds": round(time.perf_counter() - started, 3)})
-        write_json(join(stage, PLAN), planned)
+    with tempfile.TemporaryDirectory(prefix="nanodata-plan-") as listings:  # the trees' files, hashed once
+        inputs = list_inputs(source, Path(listings))
+        key = build_key(inputs, params)
+        stage = stage_uri(dest, key, partition_mb)
+        latest = read_latest(dest)
+        if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
+            log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
+            return {"key": key, "stage": stage, "parse": [], "chunk": [], "near": []}
+        planned = read_json(plan_uri(stage))
+        if planned is None:
+            partition_bytes = int(partition_mb * 2 ** 20)
+            n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS, listings)
+            planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
+                       "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
+                       "batches": batch_bounds(n, max_batches), "near": _near_plan(params, total),
+                       "cache": cache_uri(dest)}
+            write_json(timing_uri(stage, "plan"), {"seconds": round(time.perf_counter() - started, 3)})
+            write_json(plan_uri(stage), planned)
     log.info("build %s: %d inputs in %d partitions of <= %g MB, %d batches", key, len(inputs),
              planned["partitions"], partition_mb, len(planned["batches"]))
-    refs = [{"key": key, "stage": stage, "batch": b} for b in range(len(planned["batches"]))]
+    refs = [{"key": key, "stage": stage, "batch": b, "cache": cache_uri(dest)} for b in range(len(planned["batches"]))]
     near = [{"key": key, "stage": stage, "group": g} for g in range((planned["near"] or {}).get("groups", 0))]
     return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs,
             "near": near}
@@ -138,11 +147,11 @@ def _near_plan(params: dict, total_bytes: int) -> dict | None:
 
 def _signed(stage: str, plan_: dict) -> list[tuple[int, dict]]:
     """Each partition's signature counts and band offsets, from the summaries of the pass that read its files."""
-    kind = "units" if plan_["params"]["mode"] in GLOBAL_MODES else "docs"
-    summaries = read_jsons(join(stage, kind, _partition_name(p) + ".json") for p in range(plan_["partitions"]))
+    kind = UNITS if plan_["params"]["mode"] in GLOBAL_MODES else DOCS
+    summaries = read_jsons(item_uris(stage, kind, plan_["partitions"]))
     missing = [p for p, s in enumerate(summaries) if s is None or "near" not in s]
     if missing:
-        raise RuntimeError(f"partition {missing[0]} has no signatures ({stage}/{kind}/{_partition_name(missing[0])}.json)")
+        raise RuntimeError(f"partition {missing[0]} has no signatures ({item_uri(stage, kind, missing[0])})")
     return [(p, s["near"]) for p, s in enumerate(summaries)]
 
 
@@ -152,17 +161,17 @@ def near_batch(ref: dict) -> dict:
     from nanodata.pipeline.dedup.near import find_edges, group_bands, signed_partitions
 
     stage, group = ref["stage"], ref["group"]
-    summary_uri = join(_near(stage), "edges", f"{group:05d}.json")
-    summary = read_json(summary_uri)
+    edges_uri = item_uri(_near(stage), "edges", group)
+    summary = read_json(edges_uri)
     if summary is None:
         started = time.perf_counter()
-        plan_ = read_json(join(stage, PLAN))
+        plan_ = read_json(plan_uri(stage))
         threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
         partitions, _, _ = signed_partitions(_signed(stage, plan_))
         bands = group_bands(lsh_shape(threshold)[0], groups, group)
         summary = find_edges(_near(stage), group, bands, partitions, threshold)
         summary["seconds"] = round(time.perf_counter() - started, 3)
-        write_json(summary_uri, summary)
+        write_json(edges_uri, summary)
         log.info("near group %d (bands %d-%d): %d candidate pairs, %d verified, %.1f s", group, bands.start,
                  bands.stop - 1, summary["candidate_pairs"], summary["edges"], summary["seconds"])
     return {"key": ref["key"], "stage": stage, **summary}
@@ -174,7 +183,7 @@ def settle(stage: str, key: str) -> dict:
     without near-dedup)."""
     from nanodata.pipeline.dedup import near
 
-    plan_ = read_json(join(stage, PLAN))
+    plan_ = read_json(plan_uri(stage))
     if plan_.get("near") is None:
         return {}
     summary = read_json(_near_summary(stage))
@@ -188,7 +197,7 @@ def settle(stage: str, key: str) -> dict:
 
 
 def _batch_partitions(stage: str, batch: int) -> list[int]:
-    start, stop = read_json(join(stage, PLAN))["batches"][batch]
+    start, stop = read_json(plan_uri(stage))["batches"][batch]
     return list(range(start, stop))
 
 
@@ -196,24 +205,26 @@ CHUNK_PARAMS = ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "n
                 "decontaminate", "licenses")  # the DAG Params that are ChunkConfig fields
 
 
-def _settings(params: dict) -> dict:
-    """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges)."""
+def _settings(params: dict, ref: dict, reuse: bool) -> dict:
+    """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges); the
+    per-file cache the plan named (ref["cache"]). reuse=False: every file chunked again, its entry refreshed."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
     unknown = set(params) - set(CHUNK_PARAMS)
     if unknown:
         raise TypeError(f"not chunk settings: {sorted(unknown)}")
-    return ChunkConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}).worker_settings()
+    return ChunkConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()},
+                       cache=ref.get("cache"), reuse=reuse).worker_settings()
 
 
 def _near(stage: str) -> str:
     """Where near-dedup's files live: signatures, band keys, edges, the removed list, its summary."""
-    return join(stage, "near")
+    return join(stage, NEAR)
 
 
 def _near_summary(stage: str) -> str:
     """settle's summary, written last: its presence means near-dedup is settled."""
-    return join(_near(stage), SUMMARY)
+    return summary_uri(stage, NEAR)
 
 
 @contextlib.contextmanager
@@ -232,27 +243,32 @@ def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dic
 
 
 def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
-    """Run work(partition, tmp dir) -> summary for each partition of a batch not yet done; the summary
-    (kind/NNNNN.json) is written after the partition's data. Returns the batch's totals."""
+    """Run work(partition, tmp dir) -> summary for each partition of a batch not yet done (stage.each_item); the
+    summary (kind/NNNNN.json) is written after the partition's data. Returns the batch's totals."""
+    from nanodata.pipeline.chunking.reuse import totals as reuse_totals
+
     totals: dict = {"partitions": 0, "files_read": 0, "bytes_read": 0, "files_skipped": 0, "files_failed": 0,
                     "docs": 0, "tokens": 0, "doc_bytes": 0}
-    for number in _batch_partitions(stage, batch):
-        summary_uri = join(stage, kind, _partition_name(number) + ".json")
-        summary = read_json(summary_uri)
-        if summary is None:
-            partition = parts.load_partition(stage, number)
-            log.info("%s %s", kind, parts.describe(partition))
-            started = time.perf_counter()
-            with tempfile.TemporaryDirectory(prefix=f"nanodata-{kind}-") as tmp:
-                summary = work(partition, Path(tmp))
-            seconds = time.perf_counter() - started
-            summary.update(partition=number, seconds=round(seconds, 3),
-                           mb_per_s=round(summary["bytes_read"] / seconds / 1e6, 3) if seconds else 0.0)
-            write_json(summary_uri, summary)
-            log.info("%s partition %d: %d files read (%.1f MB), %d skipped, %d failed, %d docs, %d tokens, "
-                     "%.1f s, %.2f MB/s", kind, number, summary["files_read"], summary["bytes_read"] / 1e6,
-                     summary["files_skipped"], summary["files_failed"], summary["docs"], summary["tokens"],
-                     seconds, summary["mb_per_s"])
+
+    def run(number, tmp):
+        partition = parts.load_partition(stage, number)
+        log.info("%s %s", kind, parts.describe(partition))
+        started = time.perf_counter()
+        summary = work(partition, tmp)
+        seconds = time.perf_counter() - started
+        return {**summary, "partition": number,
+                "mb_per_s": round(summary["bytes_read"] / seconds / 1e6, 3) if seconds else 0.0}
+
+    for number, summary, ran in each_item(stage, kind, _batch_partitions(stage, batch), run):
+        if ran:
+            reuse = reuse_totals(summary.get("reuse", {}))
+            log.info("%s partition %d: %s files read (%.1f MB), %s skipped, %s failed, %s docs, %s tokens, %.1f s, "
+                     "%.2f MB/s; %s files reused (%.1f MB), %s chunked (%.1f MB), %s corrupt cache entries rebuilt",
+                     kind, number, f"{summary['files_read']:,}", summary["bytes_read"] / 1e6,
+                     f"{summary['files_skipped']:,}", f"{summary['files_failed']:,}", f"{summary['docs']:,}",
+                     f"{summary['tokens']:,}", summary["seconds"], summary["mb_per_s"], f"{reuse['files_reused']:,}",
+                     reuse["bytes_reused"] / 1e6, f"{reuse['files_chunked']:,}", reuse["bytes_chunked"] / 1e6,
+                     f"{reuse['entries_rebuilt']:,}")
         totals["partitions"] += 1
         for name in totals:
             if name != "partitions":
@@ -260,13 +276,22 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
-def parse_batch(ref: dict, **params) -> dict:
+def _used_keys(tally, stage: str, kind: str, partition: int) -> dict:
+    """Record the cache keys a partition's file pass used (reuse/, read by cleanup); its per-project counts."""
+    from nanodata import storage
+
+    storage.write_bytes(reuse_keys_uri(stage, kind, partition), bytes(tally.reuse.used))
+    return tally.reuse.to_dict()
+
+
+def parse_batch(ref: dict, reuse: bool = True, **params) -> dict:
     """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite (and, near-deduping, its
-    files' signatures into near/). max_file_bytes: larger files are skipped and named in the partition's summary
-    (None: no limit, as `nanodata chunk`). params: ChunkConfig's fields (CHUNK_PARAMS), as the DAG's Params set them."""
+    files' signatures into near/); a file whose cache entry holds its units is not parsed. max_file_bytes: larger
+    files are skipped and named in the partition's summary (None: no limit, as `nanodata chunk`). params: ChunkConfig's
+    fields (CHUNK_PARAMS), as the DAG's Params set them; reuse: the DAG's Param (False: parse every file again)."""
     from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
-    settings = _settings(params)
+    settings = _settings(params, ref, reuse)
     max_file_bytes = params.get("max_file_bytes")
     stage = ref["stage"]
 
@@ -276,10 +301,10 @@ def parse_batch(ref: dict, **params) -> dict:
         signed: dict = {}
         with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
             parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally, sink=sink)
-        storage.write_file(store, join(stage, "units", _partition_name(partition["partition"]) + ".sqlite"))
-        return {**tally.counts(), **signed}
+        storage.write_file(store, item_uri(stage, UNITS, partition["partition"], ".sqlite"))
+        return {**tally.counts(), **signed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"])}
 
-    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "units", work)}
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], UNITS, work)}
 
 
 def _index_cache(index_uri: str) -> Path:
@@ -288,10 +313,14 @@ def _index_cache(index_uri: str) -> Path:
     return Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(index_uri.encode()).hexdigest()[:16]
 
 
+def _index_uri(stage: str) -> str:
+    return join(stage, INDEX, "index.sqlite")
+
+
 def _index_path(stage: str, cache: Path | None = None) -> Path:
     """A local path of the build's index: the staged file itself when local, else a copy cached on this
     machine (downloaded once per build, shared by the tasks that run here)."""
-    uri = join(stage, "index", "index.sqlite")
+    uri = _index_uri(stage)
     if not is_gcs(uri):
         return Path(uri)
     cache = cache or _index_cache(uri)
@@ -308,63 +337,66 @@ def index(planned: dict) -> list[dict]:
     from nanodata.pipeline.chunking.globalindex import build_index
 
     stage = planned["stage"]
-    if not planned["parse"] or read_json(join(stage, "index", SUMMARY)) is not None:
+    if not planned["parse"] or read_json(summary_uri(stage, INDEX)) is not None:
         return planned["chunk"]
-    plan_ = read_json(join(stage, PLAN))
+    plan_ = read_json(plan_uri(stage))
     with _timed(stage, "index"), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
         tmp = Path(tmp)
 
         def fetch(number):
-            name = _partition_name(number)
-            if read_json(join(stage, "units", name + ".json")) is None:
+            if read_json(item_uri(stage, UNITS, number)) is None:
                 raise RuntimeError(f"partition {number} of build {planned['key']} is not parsed "
-                                   f"({stage}/units/{name}.json missing)")
-            return storage.local_copy(join(stage, "units", name + ".sqlite"), tmp / f"{name}.sqlite")
+                                   f"({item_uri(stage, UNITS, number)} missing)")
+            return storage.local_copy(item_uri(stage, UNITS, number, ".sqlite"), tmp / f"{item_name(number)}.sqlite")
 
         def release(number):
             if is_gcs(stage):
-                (tmp / f"{_partition_name(number)}.sqlite").unlink(missing_ok=True)
+                (tmp / f"{item_name(number)}.sqlite").unlink(missing_ok=True)
 
         local_index = tmp / "index.sqlite"
         counts = build_index(range(plan_["partitions"]), local_index, plan_["params"]["mode"], tmp, fetch, release)
-        storage.write_file(local_index, join(stage, "index", "index.sqlite"))
-    write_json(join(stage, "index", SUMMARY), {"key": planned["key"], **counts})
+        storage.write_file(local_index, _index_uri(stage))
+    write_json(summary_uri(stage, INDEX), {"key": planned["key"], **counts})
     log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", planned["key"],
              counts["names"], counts["projects"], counts["ambiguous_names"], counts["ambiguous_by_project"])
     return planned["chunk"]
 
 
-def chunk_batch(ref: dict, **params) -> dict:
+def chunk_batch(ref: dict, reuse: bool = True, **params) -> dict:
     """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin (and,
-    near-deduping in a local mode, its files' signatures into near/). params: as parse_batch's."""
+    near-deduping in a local mode, its files' signatures into near/); a file whose cache entry holds its docs is not
+    chunked again. params, reuse: as parse_batch's."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
+    from nanodata.pipeline.chunking.reuse import with_parse
 
-    settings = _settings(params)
+    settings = _settings(params, ref, reuse)
     mode, max_file_bytes = settings["mode"], params.get("max_file_bytes")
     stage = ref["stage"]
 
     def work(partition, tmp):
-        name = _partition_name(partition["partition"])
+        name = item_name(partition["partition"])
         out = tmp / (name + STAGED)
         tally = Tally()
         signed: dict = {}
         read_by_parse: dict = {}
         if mode in GLOBAL_MODES:
-            store = storage.local_copy(join(stage, "units", name + ".sqlite"), tmp / "units.sqlite")
-            parsed = read_json(join(stage, "units", name + ".json"))
+            store = storage.local_copy(item_uri(stage, UNITS, partition["partition"], ".sqlite"), tmp / "units.sqlite")
+            parsed = read_json(item_uri(stage, UNITS, partition["partition"]))
             groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
             # the files were read (their problems counted, the dropped ones named) by the parse pass
             read_by_parse = {k: parsed[k] for k in ("files_skipped", "files_failed", "problems", "files_too_big",
                                                     "too_big", "files_dropped", "cleaning") if k in parsed}
+            read_by_parse["reuse"] = with_parse(tally.reuse.to_dict(), parsed.get("reuse", {}))
         else:
             with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
                 docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
                 groups = stage_docs(docs, out, mode)
-        buckets = read_json(join(stage, PLAN))["buckets"]
-        scattered = tail.scatter(out, groups, buckets, join(stage, tail.SCATTER, name + ".bin"), tmp)
-        return {**tally.counts(), **read_by_parse, **scattered, **signed}
+        buckets = read_json(plan_uri(stage))["buckets"]
+        scattered = tail.scatter(out, groups, buckets, item_uri(stage, tail.SCATTER, partition["partition"], ".bin"), tmp)
+        reuse_counts = _used_keys(tally, stage, DOCS, partition["partition"])
+        return {**tally.counts(), "reuse": reuse_counts, **read_by_parse, **scattered, **signed}
 
-    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], "docs", work)}
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], DOCS, work)}
 
 
 def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
@@ -380,7 +412,7 @@ def bucket_batch(ref: dict) -> dict:
 
     stage = ref["stage"]
     removed = None
-    if (read_json(join(stage, PLAN)) or {}).get("near"):
+    if (read_json(plan_uri(stage)) or {}).get("near"):
         if not storage.exists(_near_summary(stage)):  # written last by settle
             raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near_summary(stage)} missing)")
         removed = load_removed(_near(stage))
@@ -404,14 +436,16 @@ def publish(dest: str, stage: str, key: str) -> dict:
     target = build_uri(dest, key)
     with _timed(stage, "publish"):
         manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus")
-        planned = read_json(join(stage, PLAN)) or {}
+        planned = read_json(plan_uri(stage)) or {}
         buckets = tail.bucket_stats(stage)
+        reuse = reuse_stats(partition_summaries(stage)[1])
     info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest.total_rows,
             "tokens": sum(s.tokens or 0 for s in manifest.shards) + _val_tokens(stage),
             "shards": len(manifest.files), "bytes": sum(s.bytes for s in manifest.files),
             "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets),
             "near_docs_removed": sum(b.get("near_removed") or 0 for b in buckets),
-            "near_files_removed": (read_json(_near_summary(stage)) or {}).get("files_removed", 0)}
+            "near_files_removed": (read_json(_near_summary(stage)) or {}).get("files_removed", 0),
+            "reuse": {k: v for k, v in reuse.items() if k != "by_project"}}
     latest = read_latest(dest)
     if latest is None or latest.key != key:
         published = {k: v for k, v in info.items() if k not in ("key", "uri")}
@@ -422,26 +456,39 @@ def publish(dest: str, stage: str, key: str) -> dict:
 
 def _val_tokens(stage: str) -> int:
     last = read_json(join(stage, tail.TAIL))["shards"]
-    files = (read_json(join(stage, tail.SHARDS, f"{last:05d}.json")) or {}).get("files") or []
+    files = (read_json(item_uri(stage, tail.SHARDS, last)) or {}).get("files") or []
     return sum(f["tokens"] or 0 for f in files)
 
 
-def cleanup(dest: str, key: str) -> dict:
-    """Once the build is committed (latest.json points at it): delete its staging, every partition size's,
-    and this machine's cached index copies. A failed build never gets here, so a retry resumes from staging."""
+def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default) -> dict:
+    """Once the build is committed (latest.json points at it): record the cache keys it used and delete the cache
+    entries none of the last `cache_keep_builds` builds used, then delete its staging, every partition size's, and
+    this machine's cached index copies. A failed build never gets here, so a retry resumes from staging."""
+    from nanodata.storage.entries import EntryStore
+
+    CACHE_KEEP.check("cache_keep_builds", cache_keep_builds)
     latest = read_latest(dest)
     if latest is None or latest.key != key or not is_complete(build_uri(dest, key)):
         raise RuntimeError(f"build {key} is not committed: its staging is kept")
     staging = staging_uri(dest, key)
-    for name in storage.list_names(staging):  # this machine's cached copies of the build's indexes
-        if name.endswith("/index/index.sqlite"):
+    names = storage.list_names(staging)
+    for name in names:  # this machine's cached copies of the build's indexes
+        if name.endswith(f"/{INDEX}/index.sqlite"):
             shutil.rmtree(_index_cache(join(staging, name)), ignore_errors=True)
+    store = EntryStore(cache_uri(dest))
+    used = b"".join(storage.read_bytes(join(staging, name)) or b"" for name in names if f"/{REUSE}/" in name)
+    # named by the publish time (a retried cleanup records the same name), so records sort by age
+    stamp = str(latest.info.get("published_at", "")).replace(":", "").replace("-", "")
+    store.record_use(f"{stamp}-{key}", used)
+    cache = store.retain(cache_keep_builds)
     removed = storage.delete_tree(staging)
     if not is_gcs(dest):  # the .staging directory itself, once no other build's staging is in it
         with contextlib.suppress(OSError):
             os.rmdir(join(dest, ".staging"))
-    log.info("build %s committed: removed %d staging files", key, removed)
-    return {"key": key, "removed": removed}
+    log.info("build %s committed: removed %s staging files; cache: %s entries (%s bytes) kept for the last %d builds, "
+             "%s deleted", key, f"{removed:,}", f"{cache['entries']:,}", f"{cache['bytes']:,}", cache["builds_kept"],
+             f"{cache['entries_deleted']:,}")
+    return {"key": key, "removed": removed, "cache": cache}
 
 
 @contextlib.contextmanager
@@ -449,7 +496,7 @@ def _timed(stage: str, step: str):
     """Record an unmapped step's seconds (timings/STEP.json) for the report's task table."""
     started = time.perf_counter()
     yield
-    uri = join(stage, "timings", step + ".json")
+    uri = timing_uri(stage, step)
     if not storage.exists(uri):  # the first run's time: a re-run that found the work done writes nothing
         write_json(uri, {"seconds": round(time.perf_counter() - started, 3)})
 
@@ -457,13 +504,13 @@ def _timed(stage: str, step: str):
 def task_times(stage: str) -> list[dict]:
     """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
     summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
-    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
+    plan_ = read_json(plan_uri(stage)) or {"partitions": 0}
     tail_ = read_json(join(stage, tail.TAIL)) or {"buckets": 0, "shards": -1}
-    mapped = {"parse": [join(stage, "units", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
-              "chunk": [join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"])],
-              "near": [join(_near(stage), "edges", f"{g:05d}.json") for g in range((plan_.get("near") or {}).get("groups", 0))],
-              "bucket": [join(stage, tail.ROUTED, f"{b:05d}.json") for b in range(tail_["buckets"])],
-              "shard": [join(stage, tail.SHARDS, f"{s:05d}.json") for s in range(tail_["shards"] + 1)]}
+    mapped = {"parse": item_uris(stage, UNITS, plan_["partitions"]),
+              "chunk": item_uris(stage, DOCS, plan_["partitions"]),
+              "near": item_uris(_near(stage), "edges", (plan_.get("near") or {}).get("groups", 0)),
+              "bucket": item_uris(stage, tail.ROUTED, tail_["buckets"]),
+              "shard": item_uris(stage, tail.SHARDS, tail_["shards"] + 1)}
     rows = []
     for step in ("plan", "parse", "index", "chunk", "near", "settle", "route", "bucket", "shard", "publish"):
         if step in mapped:
@@ -471,7 +518,7 @@ def task_times(stage: str) -> list[dict]:
             if seconds:
                 rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
         else:
-            timing = read_json(join(stage, "timings", step + ".json"))
+            timing = read_json(timing_uri(stage, step))
             if timing is not None:
                 rows.append({"task": step, "mapped": False, "instances": 1, "seconds": timing["seconds"]})
     return rows
@@ -480,8 +527,8 @@ def task_times(stage: str) -> list[dict]:
 def partition_summaries(stage: str) -> tuple[dict, list[dict]]:
     """The plan and every partition's chunk summary (read at once; {} for one not written), which the report's
     partition, fidelity and too-big sections all read."""
-    plan_ = read_json(join(stage, PLAN)) or {"partitions": 0}
-    summaries = read_jsons(join(stage, "docs", _partition_name(p) + ".json") for p in range(plan_["partitions"]))
+    plan_ = read_json(plan_uri(stage)) or {"partitions": 0}
+    summaries = read_jsons(item_uris(stage, DOCS, plan_["partitions"]))
     return plan_, [s or {} for s in summaries]
 
 
@@ -494,7 +541,7 @@ def partition_stats(summaries: list[dict]) -> list[dict]:
 def ambiguity(stage: str) -> dict | None:
     """Global modes: names defined more than once with one qualification within a project, per project (the
     index's counts); None in local modes."""
-    counts = read_json(join(stage, "index", SUMMARY))
+    counts = read_json(summary_uri(stage, INDEX))
     return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
 
 
@@ -518,7 +565,18 @@ def report_extras(stage: str) -> dict:
     return {"shards": tail.file_stats(stage), "partitions": partition_stats(summaries), "tasks": task_times(stage),
             "buckets": buckets, "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
             "too_big": too_big_files(plan_, summaries), "near_duplicates": near_duplicates(stage, buckets),
-            "cleaning": cleaning_stats(summaries)}
+            "cleaning": cleaning_stats(summaries), "reuse": reuse_stats(summaries, plan_.get("cache"))}
+
+
+def reuse_stats(summaries: list[dict], cache: str | None = None) -> dict:
+    """Files reused from the cache or chunked, with their bytes and the corrupt entries rebuilt: in total and per
+    project (the chunk tasks' counts), and the cache's size now when `cache` (its URI) is given."""
+    from nanodata.pipeline.chunking.reuse import merge, totals
+    from nanodata.storage.entries import EntryStore
+
+    by_project = merge(s.get("reuse", {}) for s in summaries)
+    return {**totals(by_project), "by_project": by_project,
+            **({"cache": {"uri": cache, **EntryStore(cache).size()}} if cache else {})}
 
 
 def cleaning_stats(summaries: list[dict]) -> dict | None:

@@ -11,6 +11,7 @@ GCS keeps for every object, so planning a build never downloads it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -19,14 +20,15 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, is_jsonl, tree_files
+from nanodata.pipeline.chunking.partitions import listing_path
+from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, hashed_tree_files, is_jsonl
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
 from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-KEY_FORMAT = 4  # bump when a change to the build steps should rebuild every corpus (4: no file size limit, compilable order)
+KEY_FORMAT = 5  # bump when a change to the build steps should rebuild every corpus (5: issue 31's chunker output)
 
 
 def _top_level(source: str) -> list[str]:
@@ -37,23 +39,30 @@ def _top_level(source: str) -> list[str]:
     return sorted(b.name[len(prefix):] for b in list_blobs(source, delimiter="/"))
 
 
-def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS) -> tuple[str, int, int]:
-    """(hash, files, bytes) of a project tree's C++ files: their paths, sizes and contents, streamed."""
+def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS, listing=None) -> tuple[str, int, int]:
+    """(hash, files, bytes) of a project tree's C++ files: their paths, sizes and contents, streamed. `listing`, a
+    text file, gets each file's (path, size, digest) or problem as a JSON line, for partitions.plan_partitions: the
+    tree is walked and read once per plan, and each file's digest reaches the task that chunks it."""
     h = hashlib.sha256()
     files = total = 0
-    for rel, size in tree_files(root, extensions):
+    for rel, size, digest in hashed_tree_files(root, extensions):
         if isinstance(rel, Problem):
             h.update(f"{rel}\n".encode())
+            if listing is not None:
+                listing.write(json.dumps({"problem": [rel.where, rel.reason, rel.status]}) + "\n")
             continue
         name = rel if "/" in rel else f"{root.rstrip('/').rsplit('/', 1)[-1]}/{rel}"  # as docs name it
-        h.update(f"{name}\t{size}\t{storage.content_digest(join(root, rel))}\n".encode())
+        h.update(f"{name}\t{size}\t{digest}\n".encode())
+        if listing is not None:
+            listing.write(json.dumps([rel, size, digest]) + "\n")
         files += 1
         total += size
     return h.hexdigest(), files, total
 
 
-def list_inputs(source: str) -> list[dict]:
-    """[{"name", "kind": "jsonl" | "tree", "uri", "hash"}] in run order; raises if there is nothing to chunk."""
+def list_inputs(source: str, listings: Path | None = None) -> list[dict]:
+    """[{"name", "kind": "jsonl" | "tree", "uri", "hash"}] in run order; raises if there is nothing to chunk.
+    listings: a directory where the tree input's file listing goes (NNNNN.listing, see tree_digest)."""
     source = source.rstrip("/") if source != "/" else source
     if is_jsonl(source):
         return [{"name": source.rsplit("/", 1)[-1], "kind": "jsonl", "uri": source,
@@ -62,7 +71,9 @@ def list_inputs(source: str) -> list[dict]:
         raise NanodataError(f"source {source}: no such directory (or a .jsonl / .jsonl.gz / .jsonl.zst file)")
     inputs = [{"name": name, "kind": "jsonl", "uri": join(source, name), "hash": storage.content_digest(join(source, name))}
               for name in _top_level(source) if is_jsonl(name)]
-    digest, files, _ = tree_digest(source)
+    with contextlib.ExitStack() as stack:
+        listing = None if listings is None else stack.enter_context(open(listing_path(listings, len(inputs)), "w"))
+        digest, files, _ = tree_digest(source, listing=listing)
     if files:
         inputs.append({"name": source.rsplit("/", 1)[-1] + "/", "kind": "tree", "uri": source, "hash": digest})
     if not inputs:
@@ -90,8 +101,3 @@ def batch_bounds(n_items: int, max_batches: int) -> list[tuple[int, int]]:
         return []
     n = min(n_items, max_batches)
     return [(n_items * b // n, n_items * (b + 1) // n) for b in range(n)]
-
-
-def staging_uri(dest: str, key: str) -> str:
-    """Intermediates of build <key>; a dot name, so tools listing builds (the reports plugin) skip it."""
-    return join(dest, ".staging", key)

@@ -25,8 +25,6 @@ import functools
 import logging
 import math
 import os
-import tempfile
-import time
 from array import array
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from nanodata import storage
 from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, mark_complete
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
+from nanodata.jobs.stage import DOCS, ROUTED, SCATTER, SHARDS, TAIL, each_item, item_uri, item_uris, plan_uri
 from nanodata.pipeline.chunking.writer import from_staged, staged_gid
 from nanodata.pipeline.dedup.exact import first_occurrences
 from nanodata.pipeline.dedup.near import is_removed
@@ -56,10 +55,6 @@ from nanodata.storage.files import atomic_output
 
 log = logging.getLogger(__name__)
 
-SCATTER = "scatter"   # scatter/PPPPP.bin: a partition's docs grouped by bucket
-ROUTED = "routed"     # routed/BBBBB.bin + .json: a bucket's kept docs grouped by shard
-SHARDS = "shards"     # shards/SSSSS.json: the files a shard task wrote
-TAIL = "tail.json"    # what route decided: buckets, shards, batches
 VAL_NAME = "val_shard.parquet"
 SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per train shard at most: a 200 MB input makes >= 8 shards
 
@@ -150,7 +145,7 @@ def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_
     """Unmapped bookkeeping after chunk: fix S from the chunk tasks' totals (XCom), return the bucket batches."""
     tail = read_json(join(stage, TAIL))
     if tail is None:
-        plan_ = read_json(join(stage, "plan.json"))
+        plan_ = read_json(plan_uri(stage))
         docs, doc_bytes = sum(c["docs"] for c in chunked), sum(c["doc_bytes"] for c in chunked)
         shards = shard_count(docs, doc_bytes, rows_per_file, val_fraction)
         tail = {"buckets": plan_["buckets"], "shards": shards, "rows_per_file": rows_per_file,
@@ -168,28 +163,22 @@ def shard_refs(stage: str, key: str) -> list[dict]:
 
 
 def _each(stage: str, kind: str, batch: int, work) -> dict:
+    """work(tail, number, tmp) for each bucket or shard of a batch not yet done (stage.each_item); the totals."""
     tail = read_json(join(stage, TAIL))
     start, stop = tail[f"{kind}_batches"][batch]
     totals = {"docs": 0, "bytes": 0, "seconds": 0.0}
     folder = ROUTED if kind == "bucket" else SHARDS
-    for number in range(start, stop):
-        summary_uri = join(stage, folder, f"{number:05d}.json")
-        summary = read_json(summary_uri)
-        if summary is None:
-            started = time.perf_counter()
-            with tempfile.TemporaryDirectory(prefix=f"nanodata-{kind}-") as tmp:
-                summary = work(tail, number, Path(tmp))
-            summary["seconds"] = round(time.perf_counter() - started, 3)
-            write_json(summary_uri, summary)
+    for _, summary, _ in each_item(stage, folder, range(start, stop), lambda number, tmp: work(tail, number, tmp)):
         for name in totals:
             totals[name] += summary[name]
     return {"batch": batch, **totals}
 
 
-def _ranges(stage: str, data: list[str], summaries: list[str], key: str) -> list[tuple[str, list]]:
-    """[(data file URI, its byte offsets)]: the offsets from each file's summary (`key`), the summaries read at once."""
-    read = read_jsons([join(stage, name) for name in summaries])
-    return [(join(stage, name), summary[key]) for name, summary in zip(data, read, strict=True)]
+def _ranges(stage: str, folder: str, summaries: str, count: int, key: str, suffix: str) -> list[tuple[str, list]]:
+    """[(data file URI, its byte offsets)] of items 0..count-1: folder/NNNNN<suffix>, the offsets from each item's
+    summary in `summaries` (`key`), the summaries read at once."""
+    read = read_jsons(item_uris(stage, summaries, count))
+    return [(item_uri(stage, folder, n, suffix), summary[key]) for n, summary in enumerate(read)]
 
 
 def _read_ranges(uris_offsets, index: int):
@@ -209,8 +198,7 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> 
 
     @functools.cache
     def scattered(partitions: int) -> list:  # once per batch: every bucket of it reads range b of each partition
-        return _ranges(stage, [f"{SCATTER}/{p:05d}.bin" for p in range(partitions)],
-                       [f"docs/{p:05d}.json" for p in range(partitions)], "bucket_offsets")
+        return _ranges(stage, SCATTER, DOCS, partitions, "bucket_offsets", ".bin")
 
     def work(tail, bucket, tmp):
         sources = scattered(tail["partitions"])
@@ -244,7 +232,7 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> 
         for i, j in enumerate(kept.tolist()):
             digest = hi[j].to_bytes(8, "big") + lo[j].to_bytes(8, "big")
             dest[i] = shards if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, shards)
-        with landing(join(stage, ROUTED, f"{bucket:05d}.bin"), tmp) as out:
+        with landing(item_uri(stage, ROUTED, bucket, ".bin"), tmp) as out:
             offsets = _sorted_copy(spool, dest, shards + 1, _take(starts, kept), _take(lengths, kept), out)
         return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": len(left) - len(kept),
                 "near_removed": n - len(left), "bytes_in": size, "bytes": offsets[-1], "shard_offsets": offsets}
@@ -264,8 +252,7 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
 
     @functools.cache
     def routed(buckets: int) -> list:  # once per batch: every shard of it reads range s of each bucket
-        return _ranges(stage, [f"{ROUTED}/{b:05d}.bin" for b in range(buckets)],
-                       [f"{ROUTED}/{b:05d}.json" for b in range(buckets)], "shard_offsets")
+        return _ranges(stage, ROUTED, ROUTED, buckets, "shard_offsets", ".bin")
 
     def work(tail, shard, tmp):
         sources = routed(tail["buckets"])
@@ -312,9 +299,9 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
         return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
     tail = read_json(join(stage, TAIL))
     shards, val = [], None
-    for s, summary in enumerate(read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))):
+    for s, summary in enumerate(read_jsons(item_uris(stage, SHARDS, tail["shards"] + 1))):
         if summary is None:
-            raise RuntimeError(f"shard {s} is not written ({stage}/{SHARDS}/{s:05d}.json missing)")
+            raise RuntimeError(f"shard {s} is not written ({item_uri(stage, SHARDS, s)} missing)")
         if summary["val"]:
             val = ShardEntry(**{k: v for k, v in summary["files"][0].items() if k != "tokens"}) if summary["files"] else None
         else:
@@ -329,13 +316,13 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
 def file_stats(stage: str) -> list[dict]:
     """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
     tail = read_json(join(stage, TAIL))
-    summaries = read_jsons(join(stage, SHARDS, f"{s:05d}.json") for s in range(tail["shards"] + 1))
+    summaries = read_jsons(item_uris(stage, SHARDS, tail["shards"] + 1))
     return [stats for summary in summaries for stats in summary["stats"]]
 
 
 def bucket_stats(stage: str) -> list[dict]:
     """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
     tail = read_json(join(stage, TAIL)) or {"buckets": 0}
-    summaries = read_jsons(join(stage, ROUTED, f"{b:05d}.json") for b in range(tail["buckets"]))
+    summaries = read_jsons(item_uris(stage, ROUTED, tail["buckets"]))
     return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "near_removed", "bytes_in",
                                                   "bytes", "seconds")} for summary in summaries]

@@ -61,26 +61,27 @@ def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = Fals
         if size < offset:
             raise NanodataError(f"{path}: file has {size} bytes but the checkpoint is at byte {offset} "
                                 f"(was the input replaced?); use a fresh --out")
-        f.seek(offset)
-        pending = b""
+        want, seen = block_size, offset  # seen: how far the file has been read
         last_growth = time.monotonic()
         while True:
             finished = not follow or marker.exists()  # before the read: data precedes the marker
-            block = f.read(block_size)
-            if block:
-                last_growth = time.monotonic()
-                data = pending + block if pending else block
-                cut = data.rfind(b"\n") + 1
-                pending = data[cut:]
-                if cut:
-                    yield offset, data[:cut]
-                    offset += cut
-            elif finished or time.monotonic() - last_growth > idle_timeout:
-                break
-            else:
+            f.seek(offset)  # a partial last line is read again with what follows it (no copy joins them)
+            start, block = offset, f.read(want)
+            cut = block.rfind(b"\n") + 1
+            if cut:
+                yield offset, block if cut == len(block) else block[:cut]
+                offset += cut
+            grew = start + len(block) > seen
+            if grew:
+                seen, last_growth = start + len(block), time.monotonic()
+            if len(block) == want:  # more is there: read on at once, a line longer than a block in one piece
+                want = block_size if cut else want * 2
+            elif not grew:  # at the end of what has been written
+                if finished or time.monotonic() - last_growth > idle_timeout:
+                    break
                 time.sleep(POLL_SECONDS)
-        if pending:  # the writer is done, so an unterminated last line is as complete as it gets
-            yield offset, pending
+        if block[cut:]:  # the writer is done, so an unterminated last line is as complete as it gets
+            yield offset, block[cut:]
 
 
 def line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -182,9 +183,12 @@ def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
     line holding two objects would pass its row count."""
     if block.startswith(codecs.BOM_UTF8):
         return False
+    # Arrow's UTF-8 check accepts what Python's decoder accepts, without making a str of the block
+    whole = pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(block)], dtype=np.int64)),
+                                             pa.py_buffer(block))
     try:
-        block.decode("utf-8")
-    except UnicodeDecodeError:
+        whole.validate(full=True)
+    except pa.ArrowInvalid:
         return False
     # JSON whitespace is \t \n \r and space: a line of no byte above space is blank or never a good doc
     return bool((np.maximum.reduceat(np.frombuffer(block, dtype=np.uint8), starts) > 32).all())

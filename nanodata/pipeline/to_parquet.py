@@ -1,11 +1,12 @@
 """JSONL → shuffled parquet shards + val_shard.parquet + manifest.json + _COMPLETE, crash-safe.
 
 The algorithm, one shard at a time (memory holds one row group, whatever the input or doc size):
-  read whole lines (nanodata.pipeline.jsonl) → parse and check each doc (bad lines counted by kind) →
+  read whole lines (nanodata.pipeline.jsonl) → parse and check each doc, once (bad lines counted by kind) →
   the shared rule (nanodata.pipeline.shuffle, also the corpus DAG's) sends a doc to val by a seeded hash
-  of its content digest; train lines go to a spool on disk with their seeded sort key →
-  a shard closes at --rows-per-file docs or `shard_bytes`; its lines are written sorted by key in row
-  groups of at most --row-group-size rows and `row_group_bytes` bytes →
+  of its content digest; train docs go to a spool on disk as the strings their parse found, with their
+  seeded sort key (RowSpool) → a shard closes at --rows-per-file docs or `shard_bytes` bytes of JSON lines;
+  its docs are written sorted by key in row groups of at most --row-group-size rows and `row_group_bytes`
+  bytes →
   `_progress.json` records the input position, shard index and counts.
 At the end: the last partial shard, the val shard (its docs sorted by the same key), manifest.json, then
 _COMPLETE. Inputs without a single good doc are an error, not a complete corpus of nothing.
@@ -19,17 +20,20 @@ or with where a run stopped (the published script took val from the last partial
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
 import os
 from pathlib import Path
 
+import numpy as np
+
 from nanodata import __version__
 from nanodata.corpus.layout import COMPLETE, MANIFEST, VAL_NAME, Manifest, ShardEntry, shard_name
 from nanodata.errors import NanodataError
 from nanodata.pipeline.jsonl import parse_block, read_blocks
-from nanodata.pipeline.shuffle import FILE_BYTES, ROW_GROUP_BYTES, SortedSpool, is_val, shuffle_key, text_digests
+from nanodata.pipeline.shuffle import FILE_BYTES, ROW_GROUP_BYTES, RowSpool, shuffle_keys, text_digests, val_mask
 from nanodata.ranges import IDLE_TIMEOUT_S, ROW_GROUP_SIZE, ROWS_PER_FILE, SEED, VAL_FRACTION, flag
 from nanodata.storage.files import atomic_write, disk_errors
 
@@ -37,7 +41,7 @@ log = logging.getLogger(__name__)
 
 PROGRESS = "_progress.json"
 VAL_SPOOL = "_val_rows.jsonl"  # raw val lines in input order; `_` so sync never copies it
-TRAIN_SPOOL = "_train_rows.jsonl"  # raw lines of the shard being filled (SortedSpool)
+TRAIN_SPOOL = "_train_rows.bin"  # the parsed rows of the shard being filled (RowSpool)
 COMPRESSIONS = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
 FIRST_BAD_LINES = 5  # line numbers kept per kind of bad line
 
@@ -58,7 +62,7 @@ class Converter:
         self.on_error = on_error
         self.state = {"input_index": 0, "offset": 0, "line_no": 0, "shards": [], "val_spool_bytes": 0,
                       "val_rows": 0, "bad_lines": {}, "complete": False}
-        self.train: SortedSpool | None = None  # train docs of the shard being filled (on disk, not in memory)
+        self.train: RowSpool | None = None  # train docs of the shard being filled (on disk, not in memory)
 
     # -- checkpoint
     def load_progress(self) -> bool:
@@ -106,36 +110,54 @@ class Converter:
             train.close()
         self.state["shards"].extend(files)
         self.save_progress(spool)
-        self.train = SortedSpool(self.out / TRAIN_SPOOL)
+        self.train = RowSpool(self.out / TRAIN_SPOOL)
 
     def consume(self, path: str, block_start: int, block: bytes, spool) -> None:
-        """Route one block's docs to the val spool / train spool, line by line, flushing (and checkpointing)
+        """Route one block's docs to the val spool / train spool in line order, flushing (and checkpointing)
         when the train spool holds rows_per_file docs or shard_bytes bytes: the checkpoint written there
-        covers exactly the lines before it, their bad-line counts and val rows, no more."""
+        covers exactly the lines before it, their bad-line counts and val rows, no more. Each line is parsed
+        once: the train spool keeps the parsed rows."""
         parsed = parse_block(block)
-        starts, ends = parsed.starts.tolist(), parsed.ends.tolist()
+        lines, ends = parsed.lines, parsed.ends
+        widths = ends - parsed.starts
+        if block and not block.endswith(b"\n"):
+            widths[-1] += 1  # a last line without its newline is spooled with one
         digests = text_digests(parsed.table.column("text"))
-        row_of = dict(zip(parsed.lines.tolist(), range(len(digests)), strict=False))
-        bad = {line: (kind, detail) for line, kind, detail in parsed.bad}
-        seed, fraction = self.params["seed"], self.params["val_fraction"]
+        seed = self.params["seed"]
+        val = val_mask(digests, seed, self.params["val_fraction"])
+        keys, weights = shuffle_keys(digests, seed), widths[lines]
+        train = np.flatnonzero(~val)
+        bad = collections.deque(parsed.bad)
         first_line_no = self.state["line_no"] + 1
-        for line in range(len(ends)):
-            if line in bad:
-                self.bad_line(*bad[line], f"{path}:{first_line_no + line}")
-                continue
-            digest = digests[row_of[line]]
-            raw = block[starts[line]:ends[line]].rstrip(b"\n") + b"\n"
-            if is_val(digest, seed, fraction):
-                spool.write(raw)
+        done_rows = done_train = 0  # the rows and train rows already routed
+        while True:
+            flush = self.next_flush(weights[train[done_train:]])
+            last_line = int(lines[train[done_train + flush]]) if flush is not None else len(ends) - 1
+            upto = int(np.searchsorted(lines, last_line, side="right"))
+            while bad and bad[0][0] <= last_line:  # bad lines come in line order
+                line, kind, detail = bad.popleft()
+                self.bad_line(kind, detail, f"{path}:{first_line_no + line}")
+            routed = train[done_train:done_train + flush + 1] if flush is not None else train[done_train:]
+            self.train.add_rows(keys[routed], weights[routed], parsed.table, routed)
+            for row in np.flatnonzero(val[done_rows:upto]) + done_rows:
+                line = lines[row]
+                spool.write(block[parsed.starts[line]:ends[line]].rstrip(b"\n") + b"\n")
                 self.state["val_rows"] += 1
-                continue
-            self.train.add(shuffle_key(digest, seed), raw)
-            if len(self.train) >= self.params["rows_per_file"] or self.train.bytes >= self.params["shard_bytes"]:
-                self.state["offset"] = block_start + ends[line]
-                self.state["line_no"] = first_line_no + line
-                self.flush_shard(spool)
-        self.state["offset"] = block_start + (ends[-1] if ends else 0)
+            if flush is None:
+                break
+            self.state["offset"] = block_start + int(ends[last_line])
+            self.state["line_no"] = first_line_no + last_line
+            self.flush_shard(spool)
+            done_rows, done_train = upto, done_train + flush + 1
+        self.state["offset"] = block_start + (int(ends[-1]) if len(ends) else 0)
         self.state["line_no"] = first_line_no + len(ends) - 1
+
+    def next_flush(self, weights: np.ndarray) -> int | None:
+        """Index of the train row that fills the shard (rows_per_file rows or shard_bytes bytes), if any."""
+        need_rows = self.params["rows_per_file"] - len(self.train)
+        need_bytes = self.params["shard_bytes"] - self.train.bytes
+        at = min(need_rows - 1, int(np.searchsorted(np.cumsum(weights), need_bytes, side="left")))
+        return at if at < len(weights) else None
 
     @contextlib.contextmanager
     def session(self):
@@ -148,7 +170,7 @@ class Converter:
             spool.truncate(self.state["val_spool_bytes"])  # drop val lines read after the last checkpoint
             spool.seek(self.state["val_spool_bytes"])
             # a checkpoint is only written with the train spool empty: a resumed run starts a fresh one
-            self.train = SortedSpool(self.out / TRAIN_SPOOL)
+            self.train = RowSpool(self.out / TRAIN_SPOOL)
             try:
                 yield spool
                 if len(self.train):
@@ -195,12 +217,13 @@ class Converter:
                 log.warning("%s: no doc hashed into val (val fraction %s); manifest val is null",
                             self.out, self.params["val_fraction"])
             return None
-        val = SortedSpool(self.out / TRAIN_SPOOL)
+        val = RowSpool(self.out / TRAIN_SPOOL)
         try:
             for _, block in read_blocks(self.out / VAL_SPOOL):
                 parsed = parse_block(block)
-                for line, digest in zip(parsed.lines.tolist(), text_digests(parsed.table.column("text")), strict=False):
-                    val.add(shuffle_key(digest, self.params["seed"]), block[parsed.starts[line]:parsed.ends[line]])
+                keys = shuffle_keys(text_digests(parsed.table.column("text")), self.params["seed"])
+                val.add_rows(keys, (parsed.ends - parsed.starts)[parsed.lines], parsed.table,
+                             np.arange(parsed.table.num_rows))
             [entry] = val.write(lambda _: self.out / VAL_NAME, rows_per_file=len(val), file_bytes=2 ** 62,
                                 row_group_rows=self.params["row_group_size"],
                                 row_group_bytes=self.params["row_group_bytes"], compression=self.params["compression"])

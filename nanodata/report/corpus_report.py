@@ -170,7 +170,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
                  fidelity: dict | None = None, too_big: dict | None = None,
-                 near_duplicates: dict | None = None, cleaning: dict | None = None) -> dict:
+                 near_duplicates: dict | None = None, cleaning: dict | None = None, reuse: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
@@ -180,7 +180,9 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     may be a gs:// URI), else read_shard_stats reads them. `too_big`: the files skipped for their size
     (too_big_section's form), if known, else what the chunk summary of a `nanodata chunk --parquet-dir` build
     holds (its fidelity too, when `fidelity` is not given). `near_duplicates`: the near-dedup summary
-    (nanodata.pipeline.dedup.near, with docs_removed), if known, else the chunk summary's; None without near-dedup."""
+    (nanodata.pipeline.dedup.near, with docs_removed), if known, else the chunk summary's; None without near-dedup.
+    `reuse`: files reused from the per-file cache or chunked, per project, and the cache's size (cpp_corpus.reuse_stats),
+    else the chunk summary's (`nanodata chunk --cache`); None without a cache."""
     check_max_tokens(max_tokens)
     if shards is None:
         check_build_dir(Path(build_dir))
@@ -197,7 +199,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     counted = any(s["counted"] for s in shards)
     build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
     chunk_summary = (read_chunk_summary(build_dir) if fidelity is None or too_big is None or near_duplicates is None
-                     or cleaning is None
+                     or cleaning is None or reuse is None
                      else None)
     return {
         "format": REPORT_FORMAT,
@@ -226,6 +228,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "too_big": too_big or too_big_section(chunk_summary),
         "near_duplicates": near_duplicates or (chunk_summary or {}).get("near_duplicates"),
         "cleaning": cleaning or (chunk_summary or {}).get("cleaning"),
+        "reuse": reuse or (chunk_summary or {}).get("reuse"),
     }
 
 
@@ -256,13 +259,18 @@ def render_plots(report: dict) -> dict[str, str]:
     }
 
 
+def _cell(value) -> str:
+    """A table cell: counts with thousands separators (1,234,567), anything else as it prints."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def _table(rows: list[tuple[str, object]]) -> str:
-    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(_cell(v))}</td></tr>" for k, v in rows) + "</table>"
 
 
 def _columns_table(columns: tuple[str, ...], rows: list[dict]) -> str:
     return ("<table><tr>" + "".join(f"<th>{escape(c)}</th>" for c in columns) + "</tr>"
-            + "".join("<tr>" + "".join(f"<td>{escape(str(r.get(c, '')))}</td>" for c in columns) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{escape(_cell(r.get(c, '')))}</td>" for c in columns) + "</tr>"
                       for r in rows) + "</table>")
 
 
@@ -366,6 +374,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {buckets}
 {near_html(report.get("near_duplicates"))}
 {cleaning_html(report.get("cleaning"))}
+{reuse_html(report.get("reuse"))}
 {tasks}
 {ambiguity_html(report.get("ambiguity"))}
 {fidelity_section(report.get("fidelity"))}
@@ -472,6 +481,31 @@ def _cleaning_project_rows(cleaning: dict) -> tuple[list[dict], int]:
              "redacted": ", ".join(f"{kind} {n:,}" for kind, n in sorted(entry["redactions"].items())) or "-"}
             for name, entry in ordered[:NEAR_PROJECTS_SHOWN]]
     return rows, max(len(ordered) - NEAR_PROJECTS_SHOWN, 0)
+
+
+REUSE_TITLE = "Reuse"
+
+
+def reuse_html(reuse: dict | None) -> str:
+    """Files whose results came from the per-file cache or were chunked again, per project (most chunked first), the
+    corrupt entries rebuilt and the cache's size (HTML; empty for a build without a cache)."""
+    if reuse is None:
+        return ""
+    ordered = sorted(reuse["by_project"].items(), key=lambda item: (-item[1]["bytes_chunked"], item[0]))
+    columns = ("project", "files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt",
+               *(("files_parsed",) if any("files_parsed" in c for _, c in ordered) else ()))
+    rows = [{"project": name, **counts} for name, counts in ordered[:NEAR_PROJECTS_SHOWN]]
+    more = max(len(ordered) - NEAR_PROJECTS_SHOWN, 0)
+    cache = reuse.get("cache")
+    size = f" The cache ({escape(cache['uri'])}) holds {cache['entries']:,} entries, {cache['bytes']:,} bytes." if cache else ""
+    read = reuse["bytes_reused"] + reuse["bytes_chunked"]
+    return (f"<h2>{REUSE_TITLE}</h2><p>{reuse['files_reused']:,} files reused from the cache "
+            f"({reuse['bytes_reused']:,} bytes), {reuse['files_chunked']:,} chunked "
+            f"({reuse['bytes_chunked']:,} bytes, {100 * reuse['bytes_chunked'] / (read or 1):.1f}% of the input), "
+            f"{reuse['entries_rebuilt']:,} corrupt or truncated entries rebuilt.{size} Per project, most chunked first"
+            f"{f'; {more:,} more projects not listed' if more else ''} (global modes: files_parsed counts the files "
+            "parsed again; files_chunked the files whose docs were made again, as a file they can see changed).</p>"
+            + _columns_table(columns, rows))
 
 
 def cleaning_html(cleaning: dict | None) -> str:

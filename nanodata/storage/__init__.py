@@ -17,9 +17,11 @@ from nanodata.storage.uri import (
                                   compression_of,
                                   content_digest,
                                   decompression_errors,
+                                  delete_files,
                                   delete_tree,
                                   exists,
                                   is_gcs,
+                                  iter_sizes,
                                   join_uri,
                                   list_names,
                                   local_copy,
@@ -34,7 +36,7 @@ from nanodata.storage.uri import (
                                   write_json,
 )
 
-__all__ = ["check_uri", "compression_of", "content_digest", "decompression_errors", "delete_tree", "exists",
-           "gcs_client", "is_gcs", "iter_blobs", "join_uri", "list_names", "local_copy", "open_decompressed",
+__all__ = ["check_uri", "compression_of", "content_digest", "decompression_errors", "delete_files", "delete_tree", "exists",
+           "gcs_client", "is_gcs", "iter_blobs", "iter_sizes", "join_uri", "list_names", "local_copy", "open_decompressed",
            "open_read", "open_seekable", "parse_gs", "read_bytes", "read_json", "read_jsons", "valid_bucket_name",
            "write_bytes", "write_file", "write_json"]

@@ -54,11 +54,13 @@ def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, mode: str = "wb", **open_args):
-    """`with atomic_output(p) as f: f.write(...)`: p appears whole when the block ends, or not at all."""
+def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = False, **open_args):
+    """`with atomic_output(p) as f: f.write(...)`: p appears whole when the block ends, or not at all.
+    shared: processes may write p at the same moment (equal bytes, e.g. a content-addressed entry), so each
+    writes its own temp name and the last rename wins."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_name(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp") if shared else temp_name(path)
     try:
         with disk_errors(path):
             with open(tmp, mode, **open_args) as f:
@@ -113,6 +115,11 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
         while block := f.read(BLOCK):
             update(block)
     return finish()
+
+
+def content_hash(data: bytes | memoryview) -> bytes:
+    """The 16-byte digest of bytes in hand (blake2b): docs' dedupe key, cache keys and entries' checksums."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def crc32c_name(data: bytes) -> str:

@@ -7,6 +7,7 @@ Whole corpus directories travel through nanodata.corpus.dirsync.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -290,6 +291,43 @@ def list_names(uri_prefix: str | os.PathLike) -> list[str]:
     return sorted(b.name[len(prefix):] for b in iter_blobs(bucket, prefix, f"list {uri_prefix}"))
 
 
+def iter_sizes(uri_prefix: str | os.PathLike):
+    """(name relative to the prefix, bytes) of every file under a directory or gs:// prefix, streamed (a listing
+    of millions of files is never held; local order is the walk's, GCS's is by name)."""
+    uri_prefix = os.fspath(uri_prefix)
+    gs = parse_gs(uri_prefix.rstrip("/") + "/")
+    if gs is None:
+        for directory, _, files in os.walk(uri_prefix):
+            rel = os.path.relpath(directory, uri_prefix)
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):  # removed while listed: not there
+                    yield (name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"),
+                           os.stat(os.path.join(directory, name)).st_size)
+        return
+    bucket, prefix = gs
+    for blob in iter_blobs(bucket, prefix, f"list {uri_prefix}"):
+        yield blob.name[len(prefix):], int(blob.size)
+
+
+def delete_files(uris) -> int:
+    """Remove each file or object (several requests at a time for gs://); a gone one is no error. Returns how many
+    were asked for."""
+    uris = [os.fspath(u) for u in uris]
+
+    def delete(uri: str) -> None:
+        gs = parse_gs(uri)
+        if gs is None:
+            Path(uri).unlink(missing_ok=True)
+            return
+        from nanodata.storage.gcs import gcs_client  # one client per thread: a shared one's pool overflows
+
+        bucket, name = gs[0], gs[1].rstrip("/")
+        with_retries(lambda: _delete_blob(gcs_client().bucket(bucket).blob(name)), f"delete {uri}")
+
+    _concurrently(delete, uris)
+    return len(uris)
+
+
 def delete_tree(uri_prefix: str | os.PathLike) -> int:
     """Remove a directory or every object under a gs:// prefix; returns how many files went. Absent: 0."""
     uri_prefix = os.fspath(uri_prefix)
@@ -302,14 +340,8 @@ def delete_tree(uri_prefix: str | os.PathLike) -> int:
         shutil.rmtree(root)
         return count
     bucket, prefix = gs
-    from nanodata.storage.gcs import gcs_client
-
-    names = [b.name for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")]
-    client = gcs_client()
     # one request per object (the emulator serves no batch requests), several at a time; a gone object is no error
-    _concurrently(lambda name: with_retries(lambda: _delete_blob(client.bucket(bucket).blob(name)),
-                                            f"delete gs://{bucket}/{name}"), names)
-    return len(names)
+    return delete_files([f"gs://{bucket}/{b.name}" for b in iter_blobs(bucket, prefix, f"list {uri_prefix}")])
 
 
 def _delete_blob(blob) -> None:

@@ -91,7 +91,7 @@ def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp
     uri = f"{dest}/builds/{key}"
     dag_report = read_json(f"{uri}/report/report.json")
     read = build_report(corpus.fetch_dir(uri, tmp_path / "copy"), max_tokens=PARAMS["max_tokens"], uri=uri)
-    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates", "cleaning")
+    from_tasks = ("partitions", "tasks", "buckets", "ambiguity", "fidelity", "near_duplicates", "cleaning", "reuse")
     shard_figures = [k for k in read if k not in from_tasks]
     assert {k: dag_report[k] for k in shard_figures} == {k: read[k] for k in shard_figures}
     assert dag_report["fidelity"]["total"]["lines_kept_pct"] == 100.0  # counted by the chunk tasks
@@ -375,3 +375,21 @@ def test_reports_plugin_lists_the_published_build(built, bucket):
     page = client.get(f"/{link}")
     assert page.status_code == 200 and page.content == storage.read_bytes(f"{dest}/builds/{key}/report/index.html")
     assert f"<th>build</th><td>{dest}/builds/{key}</td>" in page.text
+
+
+def test_a_nightly_rebuild_reuses_unchanged_files_and_logs_no_false_error(dag, bucket, source, tmp_path, capfd):
+    """Issue 30: the second night chunks only the changed file (the Asset event says so), and a run that succeeds
+    prints no `XCom not found` error (route reads the chunk tasks' results by index)."""
+    src = tmp_path / "src"
+    shutil.copytree(source, src)
+    dest = f"gs://{bucket}/nightly"
+    assert dag.test(run_conf=conf(src, dest, partition_mb=256)).state == "success"
+    steps = src / "projA" / "steps.cpp"
+    steps.write_text(steps.read_text() + "int more(int v) { return v + 2; }\n")
+    capfd.readouterr()
+    assert dag.test(run_conf=conf(src, dest, partition_mb=256)).state == "success"
+    printed = capfd.readouterr()
+    assert "route" in printed.out + printed.err  # the run's task logs are what was captured
+    assert "XCom not found" not in printed.out + printed.err
+    reuse = asset_events("nanodata_cpp_corpus")[-1]["reuse"]
+    assert reuse["files_chunked"] == 1 and reuse["files_reused"] == 6 and reuse["entries_rebuilt"] == 0

@@ -107,7 +107,7 @@ def test_corpus_is_identical_for_any_partition_size_and_bucket_count_and_equal_t
 
 def test_a_gzip_input_is_split_with_no_decompressed_copy(source, tmp_path):
     """plan reads the .gz once with rapidgzip (parallel) and stages only its seek index; each chunk task
-    seeks to its own decompressed range. No part files, and what plan stages is far smaller than the input."""
+    seeks to its own decompressed range. No decompressed files, and what plan stages is far smaller than the input."""
     planned = cpp_corpus.plan(str(source), str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}, partition_mb=0.002)
     stage = Path(planned["stage"])
     assert not (stage / "parts").exists() and (stage / "gzindex" / "00001.gzidx").is_file()
@@ -147,7 +147,7 @@ def _zstd_source(source: Path, root: Path, frame_bytes: int | None) -> Path:
 def test_a_zstd_input_is_read_from_its_frames_with_no_decompressed_copy(source, tmp_path):
     """zstd frames are independent: plan decompresses the .zst once, noting where frames start; each chunk task
     reads its range from the start of its frame. The corpus is the one the .gz input gives, byte for byte. A
-    one-frame .zst (what the zstd CLI writes) falls back to part files after its first piece."""
+    one-frame .zst (what the zstd CLI writes) falls back to decompressed files after its first piece."""
     params = {**PARAMS, "mode": "basic"}
     _, _, reference = run_steps(source, str(tmp_path / "gz"), params, 0.002)
     for frames, name in ((1500, "frames"), (None, "one")):
@@ -267,8 +267,10 @@ def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_
     manifest = json.loads((dest / build / "manifest.json").read_text())
     kept = {build + s["name"] for s in manifest["shards"] + [manifest["val"]]} | \
         {build + "manifest.json", build + "_COMPLETE", "latest.json"}
-    other = {n: size for n, size in left.items() if n not in kept and not n.startswith(build + "report/")}
+    other = {n: size for n, size in left.items() if n not in kept and not n.startswith((build + "report/", ".cache/"))}
     assert not other and not (dest / ".staging").exists(), other
+    # the per-file cache stays for the next build, with the record of the keys this one used
+    assert [n for n in left if n.startswith(".cache/v1/used/")] and [n for n in left if n.startswith(".cache/v1/entries/")]
 
 
 def test_gcs_source_with_compressed_input_builds_the_same_corpus(source, tmp_path, gcs_bucket):

@@ -141,7 +141,7 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
             assert listing.status_code == 200 and f'href="builds/{build}/"' in listing.text
             page = af.api("GET", f"/nanodata-reports/builds/{build}/")
             assert page.status_code == 200 and "nanodata build report" in page.text
-            assert f"<th>documents</th><td>{latest['docs']}</td>" in page.text
+            assert f"<th>documents</th><td>{latest['docs']:,}</td>" in page.text
             svg = af.api("GET", f"/nanodata-reports/builds/{build}/crop_fraction.svg")
             assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
             assert requests.get(f"{af.url}/nanodata-reports/", timeout=30).status_code == 401  # login needed

@@ -274,7 +274,7 @@ def test_crop_table_adds_max_tokens_and_the_page_explains_the_crop(built):
     assert "at T = max_tokens = 3000, " + f"{100 * data['crop_fraction']['3000']:.2f}% of the tokens" in html
     assert "crops the shortest doc to fill the row exactly" in html
     assert 'crop="requeue"' in html and "no token is lost" in html
-    assert "<th>max tokens per doc</th><td>3000</td>" in html
+    assert "<th>max tokens per doc</th><td>3,000</td>" in html
 
 
 def test_report_of_a_gs_build_names_its_uri(gcs_emulator, tmp_path):

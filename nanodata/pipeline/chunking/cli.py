@@ -10,6 +10,7 @@ from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.pipeline.to_parquet import add_shard_flags
 from nanodata.ranges import (
+    CACHE_KEEP,
     CROSS_DEPTH,
     MAX_FILE_BYTES,
     MAX_TOKENS,
@@ -102,6 +103,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="global modes and --dedup near: parse/emit in partitions of this many MB of source, staged on disk "
                              "next to OUTPUT, so memory stays bounded; output is identical for any value "
                              f"(default: {PARTITION_MB.default:g})")
+    parser.add_argument("--cache", default=None, metavar="DIR",
+                        help="keep each file's result (docs, figures, signature, cleaning outcome) in DIR (local or "
+                             "gs://) and reuse it in later runs: only new and changed files are chunked (in the "
+                             "global modes, the projects that see a changed file), and the output is byte-identical "
+                             "to a run without it; entries are checksummed, a corrupt one is rebuilt")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="--cache: chunk every file again (a clean rebuild) and refresh DIR's entries")
+    parser.add_argument("--cache-keep-runs", type=flag(CACHE_KEEP), default=CACHE_KEEP.default, metavar="N",
+                        help="--cache: after a run, delete the entries none of the last N runs used "
+                             f"(default: {CACHE_KEEP.default})")
     parser.add_argument("--append", action="store_true",
                         help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
@@ -130,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
                          cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
                          partition_mb=args.partition_mb, extensions=extensions, dedup=args.dedup,
                          near_threshold=args.near_threshold, filters=args.filters, redact=args.redact,
-                         decontaminate=tuple(args.decontaminate), licenses=args.licenses)
+                         decontaminate=tuple(args.decontaminate), licenses=args.licenses, cache=args.cache,
+                         reuse=not args.no_reuse, cache_keep_runs=args.cache_keep_runs)
     common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
               "progress": not args.no_progress}
     if args.parquet_dir:
@@ -163,6 +175,11 @@ def run(args: argparse.Namespace) -> int:
         redacted = ", ".join(f"{kind} {n:,}" for kind, n in cleaning["redactions"].items()) or "none"
         print(f"cleaning: {cleaning['files_dropped']:,} files dropped ({dropped}); redacted: {redacted} (each "
               f"dropped file named with its reason in 'cleaning' of {where})")
+    if s["reuse"] is not None:
+        r = s["reuse"]
+        print(f"reuse (--cache {args.cache}): {r['files_reused']:,} files reused ({r['bytes_reused']:,} bytes), "
+              f"{r['files_chunked']:,} chunked ({r['bytes_chunked']:,} bytes), {r['entries_rebuilt']:,} corrupt entries "
+              f"rebuilt; cache: {r['cache']['entries']:,} entries, {r['cache']['bytes']:,} bytes")
     if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
         where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
         print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "

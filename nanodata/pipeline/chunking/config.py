@@ -5,18 +5,30 @@ nanodata.ranges, the one table the three faces share.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.pack import counter_for
+from nanodata.pipeline.chunking.reuse import FileCache, settings_digest
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.pipeline.cleaning.decontaminate import Decontaminator
 from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, DEFAULT_FILTERS, make_filters, parse_filter_list
 from nanodata.pipeline.cleaning.licenses import parse_license_list
 from nanodata.pipeline.cleaning.redact import DEFAULT_REDACT, Redactor, parse_redact_list
 from nanodata.pipeline.cleaning.stages import Cleaning
-from nanodata.ranges import CROSS_DEPTH, MAX_FILE_BYTES, MAX_TOKENS, NEAR_THRESHOLD, PARTITION_MB, PROCESS_WORKERS
+from nanodata.ranges import (
+    CACHE_KEEP,
+    CROSS_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_TOKENS,
+    NEAR_THRESHOLD,
+    PARTITION_MB,
+    PROCESS_WORKERS,
+)
+from nanodata.storage import check_uri
+from nanodata.tokenizer import load
 
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
 
@@ -31,7 +43,9 @@ class ChunkConfig:
     then exact duplicate docs) or "exact" (exact duplicate docs only). filters: what drops a file (names from
     nanodata.pipeline.cleaning.filters, or a comma list; "none"); redact: what is replaced by a placeholder
     ("secrets,emails,ips", or "none"); decontaminate: JSONL files of benchmark items whose text drops a file
-    holding it; licenses: the SPDX ids whose projects are kept (None: all). `cleaning` is what the workers run."""
+    holding it; licenses: the SPDX ids whose projects are kept (None: all). cache: where each file's result is kept
+    for later runs (a directory or gs:// prefix; None: no reuse); reuse=False chunks every file again (a clean
+    rebuild) and still refreshes the cache; cache_keep_runs: entries no run of the last this many used are deleted. `cleaning` is what the workers run."""
     mode: str = "basic"
     max_tokens: int = MAX_TOKENS.default
     tokenizer: str = "cl100k_base"
@@ -46,6 +60,9 @@ class ChunkConfig:
     redact: tuple[str, ...] | str = DEFAULT_REDACT
     decontaminate: tuple[str, ...] = ()
     licenses: tuple[str, ...] | str | None = None
+    cache: str | None = None
+    reuse: bool = True
+    cache_keep_runs: int = CACHE_KEEP.default
     cleaning: Cleaning = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -53,7 +70,7 @@ class ChunkConfig:
             raise NanodataError(f"--mode {self.mode!r}: expected one of {', '.join(MODES)}")
         for name, allowed in (("--max-tokens", MAX_TOKENS), ("--cross-depth", CROSS_DEPTH),
                               ("--max-file-bytes", MAX_FILE_BYTES), ("--workers", PROCESS_WORKERS),
-                              ("--partition-mb", PARTITION_MB)):
+                              ("--partition-mb", PARTITION_MB), ("--cache-keep-runs", CACHE_KEEP)):
             value = getattr(self, name[2:].replace("-", "_"))
             if value is not None or name != "--max-file-bytes":  # no file size limit unless one is given
                 allowed.check(name, value)
@@ -75,9 +92,23 @@ class ChunkConfig:
         object.__setattr__(self, "tokenizer", str(self.tokenizer))
         object.__setattr__(self, "extensions", tuple(e.lower() for e in self.extensions))
         counter_for(self.tokenizer)  # a tokenizer that cannot be loaded fails here, before any work
+        if self.cache is not None:
+            cache = str(self.cache)  # a local one may be relative; gs: URIs (and typos of them) are checked as given
+            cache = cache if cache[:3].lower() == "gs:" else os.path.abspath(cache)
+            object.__setattr__(self, "cache", check_uri("--cache", cache))
 
     def worker_settings(self) -> dict:
         """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
         return {"tokenizer": self.tokenizer, "mode": self.mode, "budget": self.max_tokens,
                 "cross_depth": self.cross_depth, "near": self.near_threshold if self.dedup == "near" else None,
-                "cleaning": self.cleaning, "licenses": self.licenses}
+                "cleaning": self.cleaning, "licenses": self.licenses, "cache": self.file_cache()}
+
+    def file_cache(self) -> FileCache | None:
+        """The run's per-file cache (nanodata.pipeline.chunking.reuse), keyed by what decides a file's result."""
+        if self.cache is None:
+            return None
+        decontaminator = next((f for f in self.cleaning.filters if isinstance(f, Decontaminator)), None)
+        salt = settings_digest(mode=self.mode, max_tokens=self.max_tokens, tokenizer_identity=load(self.tokenizer).identity,
+                               cross_depth=self.cross_depth, near=self.dedup == "near", filters=self.filters,
+                               redact=self.redact, benchmarks_digest=decontaminator and decontaminator.digest)
+        return FileCache(self.cache, salt, self.reuse)

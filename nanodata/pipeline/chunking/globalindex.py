@@ -24,6 +24,7 @@ qualification in a project are *ambiguous* there (counted per project) and resol
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import re
@@ -39,14 +40,14 @@ SQLITE_CACHE_KIB = 64 * 1024
 
 STORE_SCHEMA = """
 CREATE TABLE files(gid INTEGER PRIMARY KEY, source TEXT, project TEXT, path TEXT, size INTEGER,
-                   syntax_errors INTEGER, units BLOB);
+                   syntax_errors INTEGER, units BLOB, digest TEXT);
 CREATE TABLE defs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
                   unit BLOB, text TEXT);
 CREATE TABLE includes(gid INTEGER, project TEXT, include TEXT, PRIMARY KEY(gid, include)) WITHOUT ROWID;
 """
 INDEX_SCHEMA = """
-CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER) WITHOUT ROWID;
-CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT);
+CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER, view TEXT) WITHOUT ROWID;
+CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT, ordinal INTEGER);
 CREATE TABLE deps(gid INTEGER, project TEXT, PRIMARY KEY(gid, project)) WITHOUT ROWID;
 CREATE TABLE defs(project TEXT, kind TEXT, name TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
                   PRIMARY KEY(project, kind, name, gid, uid)) WITHOUT ROWID;
@@ -82,9 +83,9 @@ class UnitStore:
         self.db.executescript(STORE_SCHEMA)
 
     def add_file(self, gid: int, size: int, syntax_errors: bool, source: str, project: str, path: str,
-                 units_blob: bytes, defs: list[tuple], includes: list[str]) -> None:
-        self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
-                        (gid, source, project, path, size, int(syntax_errors), units_blob))
+                 units_blob: bytes, defs: list[tuple], includes: list[str], digest: str | None = None) -> None:
+        self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?)",
+                        (gid, source, project, path, size, int(syntax_errors), units_blob, digest))
         self.db.executemany("INSERT INTO defs VALUES (?,?,?,?,?,?,?,?,?)",
                             [(kind, name, project, gid, uid, chain, owner, unit, text)
                              for kind, name, uid, chain, owner, unit, text in defs])
@@ -116,16 +117,18 @@ def definitions(fu) -> list[tuple]:
 
 
 def stored_files(store: str | os.PathLike, index: str | os.PathLike | None = None):
-    """(gid, source, project, size, syntax_errors, units blob, rank) of a store's files, in emit order:
-    (project rank, gid) with an index, else gid."""
+    """(gid, source, project, size, syntax_errors, units blob, rank, view digest, ordinal) of a store's files, in
+    emit order: (project rank, gid) with an index, else gid (view and ordinal None then: see view_digests)."""
     db = _connect(store, readonly=True)
     try:
         if index is None:
-            yield from db.execute("SELECT gid, source, project, size, syntax_errors, units, 0 FROM files ORDER BY gid")
+            yield from db.execute("SELECT gid, source, project, size, syntax_errors, units, 0, NULL, NULL FROM files "
+                                  "ORDER BY gid")
         else:
             db.execute("ATTACH DATABASE ? AS idx", (f"file:{Path(index).resolve()}?mode=ro",))
-            yield from db.execute("SELECT f.gid, f.source, f.project, f.size, f.syntax_errors, f.units, p.rank "
-                                  "FROM files f JOIN idx.projects p ON p.name = f.project ORDER BY p.rank, f.gid")
+            yield from db.execute("SELECT f.gid, f.source, f.project, f.size, f.syntax_errors, f.units, p.rank, p.view, "
+                                  "i.ordinal FROM files f JOIN idx.projects p ON p.name = f.project "
+                                  "JOIN idx.files i ON i.gid = f.gid ORDER BY p.rank, f.gid")
     finally:
         db.close()
 
@@ -160,7 +163,7 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     scratch = _fresh(scratch_path)
     scratch.executescript("""
         CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER) WITHOUT ROWID;
-        CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT);
+        CREATE TABLE files(gid INTEGER PRIMARY KEY, project TEXT, path TEXT, digest TEXT);
         CREATE TABLE alldefs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
                              unit BLOB, text TEXT);
         CREATE TABLE suffixes(suffix TEXT, project TEXT);
@@ -169,7 +172,7 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     for store in stores:
         scratch.execute("ATTACH DATABASE ? AS s", (str(fetch(store)),))
         scratch.execute("INSERT OR IGNORE INTO projects(name) SELECT DISTINCT project FROM s.files")
-        scratch.execute("INSERT INTO files SELECT gid, project FROM s.files")
+        scratch.execute("INSERT INTO files SELECT gid, project, path, digest FROM s.files")
         scratch.execute("INSERT INTO alldefs SELECT * FROM s.defs")
         for project, path in scratch.execute("SELECT project, path FROM s.files"):
             parts = path.split("/")
@@ -197,8 +200,9 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
 
     tmp = temp_name(index_path)
     scratch.execute("ATTACH DATABASE ? AS idx", (str(_init_index(tmp)),))
-    scratch.execute("INSERT INTO idx.projects SELECT name, rank FROM projects")
-    scratch.execute("INSERT INTO idx.files SELECT gid, project FROM files")
+    scratch.execute("INSERT INTO idx.projects SELECT name, rank, NULL FROM projects")
+    scratch.execute("INSERT INTO idx.files SELECT gid, project, row_number() OVER (PARTITION BY project ORDER BY gid) "
+                    "FROM files")
     # project mode grows the index project by project: a dependency ranked after the file's project
     # (an #include cycle broken there) is not visible yet; other modes rank every project 0
     scratch.execute("""
@@ -214,6 +218,7 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
           SELECT project, kind, name, chain FROM alldefs GROUP BY project, kind, name, chain HAVING count(*) = 1
         ) u ON u.project = d.project AND u.kind = d.kind AND u.name = d.name AND u.chain = d.chain
         ORDER BY d.gid, d.uid""")
+    _view_digests(scratch)
     scratch.commit()
     ambiguous = scratch.execute("""
         SELECT project, count(DISTINCT kind || ' ' || name) AS n FROM (
@@ -228,6 +233,39 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
     scratch_path.unlink()
     commit(tmp, index_path)
     return counts
+
+
+def _view_digests(db: sqlite3.Connection) -> None:
+    """Fill idx.projects.view: a digest of everything a project's docs can depend on besides the settings. A file
+    resolves names in its project and the projects whose headers it includes; what it pulls in resolves names the
+    same way from its own file, so a project's view is the closure of that relation over projects. The digest
+    covers, in input order, every file of the closure: its project, path, content digest and the projects it sees.
+    Left NULL when a file has no content digest (a run without a cache: nothing is reused)."""
+    if db.execute("SELECT 1 FROM files WHERE digest IS NULL LIMIT 1").fetchone():
+        return
+    edges: dict[str, set[str]] = {}
+    for project, dep in db.execute("SELECT DISTINCT f.project, d.project FROM deps d JOIN files f ON f.gid = d.gid"):
+        edges.setdefault(project, set()).add(dep)
+    db.execute("CREATE TEMP TABLE seen(gid INTEGER PRIMARY KEY, deps TEXT)")
+    db.execute("INSERT INTO seen SELECT gid, group_concat(project, ',') FROM "
+               "(SELECT gid, project FROM idx.deps ORDER BY gid, project) GROUP BY gid")
+    db.execute("CREATE TEMP TABLE closure(project TEXT PRIMARY KEY) WITHOUT ROWID")
+    for (name,) in db.execute("SELECT name FROM projects ORDER BY name").fetchall():
+        members, todo = {name}, [name]
+        while todo:
+            for dep in edges.get(todo.pop(), ()):
+                if dep not in members:
+                    members.add(dep)
+                    todo.append(dep)
+        db.execute("DELETE FROM closure")
+        db.executemany("INSERT INTO closure VALUES (?)", [(m,) for m in sorted(members)])
+        h = hashlib.sha256()
+        for row in db.execute("SELECT f.project, f.path, f.digest, coalesce(s.deps, '') FROM files f "
+                              "JOIN closure c ON c.project = f.project LEFT JOIN seen s ON s.gid = f.gid ORDER BY f.gid"):
+            h.update(("\t".join(row) + "\n").encode())
+        db.execute("UPDATE idx.projects SET view = ? WHERE name = ?", (h.hexdigest(), name))
+    db.execute("DROP TABLE closure")
+    db.execute("DROP TABLE seen")
 
 
 def _init_index(path: Path) -> Path:

@@ -1,7 +1,7 @@
 """The five chunking modes: which units go together, in which order.
 
 A *ref* is (file number, unit number). Modes build *bundles* (refs added to a doc together,
-dependencies first, the root last) and hand them to `Packer`, which owns the budget.
+dependencies first, the root last) and hand them to `pack.Packer`, which owns the budget.
 - basic:      a file that fits is one doc; else preamble + runs of whole units in source order.
 - dep-aware:  types and declarations, then functions callees-first (call levels, cycles after).
 - cross-file: each function bundled with the definitions it calls in other files (BFS to a depth,
@@ -13,16 +13,37 @@ dependencies first, the root last) and hand them to `Packer`, which owns the bud
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from nanodata.pipeline.chunking.fidelity import EXAMPLES, EXAMPLES_KEPT
 from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
-from nanodata.pipeline.chunking.pack import Counter, Doc, DocBuilder, closing_cost, scope_transition, split_text
-from nanodata.pipeline.chunking.units import FileUnits, Part
+from nanodata.pipeline.chunking.pack import Counter, Doc, Packer, words
+from nanodata.pipeline.chunking.units import FileUnits
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
-PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
+WHOLE_STEP = 4       # characters per token left of the budget counted at a time (whole_file)
+
+
+def squeezed(text: str) -> str:
+    """A file as its one doc: its lines without the whitespace-only ones, the last one ended."""
+    lines = list(filter(str.strip, text.split("\n")))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
+    """Basic mode: a file that fits the budget is one doc (kind "file", no source yet), else None. Decided
+    before any parse: the pipeline tokenizes a fitting file once and emits it. The lines are counted about what
+    is left of the budget at a time, stopping once over it, so a large file costs little more than the budget's
+    worth of tokenizing: counts add up at line ends (pack.counter_for). A file with more words than the budget in
+    its first few budgets' worth of characters is ruled out before any (pack.words)."""
+    doc = squeezed(text)
+    if len(doc) > WHOLE_STEP * (budget + 1) and words(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
+        return None  # more words than the budget: no tokenizing needed to tell
+    tokens = start = 0
+    while start < len(doc) and tokens <= budget:  # (whole lines, about what is left of the budget at a time)
+        stop = doc.find("\n", start + WHOLE_STEP * (budget + 1 - tokens)) + 1 or len(doc)
+        tokens += counter.count(doc[start:stop])
+        start = stop
+    return Doc(doc, tokens, "file", "") if tokens <= budget else None
 
 
 class Index:
@@ -48,138 +69,6 @@ class Index:
     def text(self, ref) -> str:
         fu = self.files.get(ref[0])
         return fu.text_of(fu.units[ref[1]]) if fu is not None else self.lookup.text(ref)
-
-
-LEAD = -1  # the last step of a ref naming the comments before a Part's opener
-
-
-def part_entry(fu: FileUnits, part: Part) -> tuple:
-    """A Part as a scope entry (see pack.DocBuilder): its opening and closing lines."""
-    close = (fu.texts[part.closer], fu.tokens[part.closer]) if part.closer >= 0 else ("", 0)
-    return fu.texts[part.opener], fu.tokens[part.opener], *close, ("part", part.opener)
-
-
-@dataclass
-class Packer:
-    budget: int
-    counter: Counter
-    index: Index
-    # what had to be cut by lines: statements (or lines) larger than the budget
-    # and (compilable) how many types a cycle of bases / primary templates placed first (Chunker.needed_types)
-    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "type_cycles": 0})
-    _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
-    _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
-
-    def shape(self, ref) -> tuple[tuple, int]:
-        """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
-        if len(ref) == 2:
-            unit = self.index.unit(ref)
-            return unit.scope, unit.tokens
-        fu, scope, segments, _ = self.node(ref)
-        return scope, sum(map(fu.tokens.__getitem__, segments))
-
-    def text(self, ref) -> str:
-        if len(ref) == 2:
-            return self.index.text(ref)
-        fu, _, segments, _ = self.node(ref)
-        return "".join(fu.texts[s] for s in segments)
-
-    def node(self, ref) -> tuple:
-        """(file units, scope, segments, part) of what `ref` names: a unit, a member of its Part
-        at a path of member numbers (inside the openers of the Parts on the way), or (last step LEAD)
-        the comments before a Part's opener."""
-        if ref not in self._nodes:
-            fu = self.index.files[ref[0]]
-            if len(ref) == 2:
-                unit = fu.units[ref[1]]
-                self._nodes[ref] = fu, unit.scope, unit.segments, unit.part
-            else:
-                _, scope, segments, part = self.node(ref[:-1])
-                if ref[-1] == LEAD:
-                    self._nodes[ref] = fu, scope, segments[:segments.index(part.opener)], None
-                else:  # (siblings share one scope tuple: scope_transition between them is one `is`)
-                    inner = self._inner.get(ref[:-1])
-                    if inner is None:
-                        inner = self._inner[ref[:-1]] = scope + (part_entry(fu, part),)
-                    member = part.members[ref[-1]]
-                    self._nodes[ref] = fu, inner, member.segments, member.part
-        return self._nodes[ref]
-
-    def preamble(self, f: int) -> list:
-        """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""
-        fu = self.index.files[f]
-        pieces = [(fu.texts[u.body], fu.tokens[u.body]) for u in fu.units if u.kind == "preamble"]
-        return pieces if sum(t for _, t in pieces) <= self.budget // PREAMBLE_SHARE else []
-
-    def builder(self, preamble: list) -> DocBuilder:
-        return DocBuilder(self.budget, list(preamble))
-
-    def fits(self, builder: DocBuilder, refs: list) -> bool:
-        """Would the doc stay within budget with all of `refs` added (in order)?"""
-        tokens, scope = builder.tokens, builder.scope
-        for ref in refs:
-            new_scope, unit_tokens = self.shape(ref)
-            tokens += scope_transition(scope, new_scope)[1] + unit_tokens
-            scope = new_scope
-            if tokens > self.budget:
-                return False
-        return tokens + closing_cost(scope) <= self.budget
-
-    def add(self, builder: DocBuilder, refs: list) -> None:
-        for ref in refs:
-            scope, tokens = self.shape(ref)
-            builder.add(scope, self.text(ref), tokens)
-
-    def alone(self, ref, preamble: list, source: str, kind: str) -> list[Doc]:
-        """One unit (or member) that does not share a doc: with the preamble if it fits, bare, or split
-        along the tree (its comments, then runs of whole members, each run inside the Part's opening
-        and closing lines); only what has no Part is cut by lines (`cut`)."""
-        for pre in (preamble, []):
-            builder = self.builder(pre)
-            if self.fits(builder, [ref]):
-                self.add(builder, [ref])
-                return [builder.finish(kind, source)]
-        fu, scope, segments, part = self.node(ref)
-        if part is not None and DocBuilder(self.budget).fits(scope + (part_entry(fu, part),), 0):
-            lead = [[ref + (LEAD,)]] if segments[0] != part.opener else []
-            return self.pack(lead + [[ref + (m,)] for m in range(len(part.members))], [], source, "split")
-        return self.cut(ref, scope, source)
-
-    def cut(self, ref, scope: tuple, source: str) -> list[Doc]:
-        """A statement larger than the budget (a huge initializer, a line of a parse-error region):
-        cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
-        self.stats["oversized_statement_cuts"] += 1
-        wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
-        if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare
-            scope, wrapping = (), 0
-        docs = []
-        for piece, tokens in split_text(self.text(ref), self.budget - wrapping, self.counter):
-            if piece.strip():
-                builder = DocBuilder(self.budget)
-                builder.add(scope, piece, tokens)
-                docs.append(builder.finish("split", source, cut=True))
-        return docs
-
-    def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
-        """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc.
-        Docs after the first start with the preamble (the first holds the file's own preamble units)."""
-        docs, builder, in_doc = [], self.builder([]), set()
-        for bundle in bundles:
-            refs = [r for r in bundle if r not in in_doc]
-            if not self.fits(builder, refs):
-                if builder.n_units:
-                    docs.append(builder.finish(kind, source))
-                builder, in_doc, refs = self.builder(preamble if docs else []), set(), list(bundle)
-                while len(refs) > 1 and not self.fits(builder, refs):
-                    refs = refs[1:]  # farthest dependencies go first
-                if not self.fits(builder, refs):
-                    docs.extend(self.alone(refs[-1], preamble, source, kind))
-                    continue
-            self.add(builder, refs)
-            in_doc.update(refs)
-        if builder.n_units:
-            docs.append(builder.finish(kind, source))
-        return docs
 
 
 class Chunker:
@@ -211,8 +100,11 @@ class Chunker:
 
     def docs(self, f: int, source: str) -> list[Doc]:
         fu = self.index.files[f]
-        if self.mode == "basic" and fu.whole_tokens <= self.packer.budget:
-            return [Doc(fu.whole_text(), fu.whole_tokens, "file", source)]
+        fits = self.mode == "basic" and fu.may_fit
+        whole = whole_file(fu.whole_text(), self.packer.counter, self.packer.budget) if fits else None
+        if whole is not None:
+            whole.source = source
+            return [whole]
         preamble = self.packer.preamble(f)  # context for later docs: every unit is packed in place too
         others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function"]
         if self.mode == "basic":

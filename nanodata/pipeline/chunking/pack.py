@@ -3,18 +3,21 @@
 Units are priced by their segments' token counts (see units.py: segments concatenate
 additively), so a doc's count is a sum, never an estimate. A unit that cannot fit even
 alone is cut at line boundaries (preferring lines that end a statement) into pieces whose
-counts are taken with the real tokenizer.
+counts are taken with the real tokenizer. `Packer` is what the modes (modes.py) hand their bundles of units
+to: it fills docs greedily within the budget and splits a unit too large for any doc along its Parts.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.fidelity import line_depths
+from nanodata.pipeline.chunking.braces import line_depths
+from nanodata.pipeline.chunking.units import FileUnits, Part
 from nanodata.tokenizer import load
 
 STATEMENT_ENDS = (";", "{", "}", ":")
@@ -23,6 +26,18 @@ _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", 
                    "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
                    "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n", "x = 1;   \n", "y();\r\n",
                    "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
+
+
+# A word: a run of ASCII letters between ASCII non-letters. A split pattern keeps letters apart from digits, `_`,
+# punctuation and spaces (every tiktoken pattern does: checked by _check_additive), so each word lies in a token of
+# its own and a text holds at least as many tokens as words.
+WORD = re.compile(r"(?<![^\x00-\x7f])[A-Za-z]+(?![^\x00-\x7f])")
+_PROBE_WORDS = ["a_b c.d e1f g'h", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1"]
+
+
+def words(text: str, stop: int) -> int:
+    """The words of text[:stop], a lower bound on its tokens (see WORD)."""
+    return len(WORD.findall(text, 0, stop))
 
 
 class Counter:
@@ -78,7 +93,11 @@ def counter_for(spec: str) -> Counter:
 
 
 def _check_additive(counter: Counter, name: str) -> None:
-    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries."""
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or words (WORD)."""
+    for text in _PROBE_WORDS:
+        if counter.count(text) < words(text, len(text)):
+            raise NanodataError(f"--tokenizer {name}: its split pattern merges words ({text!r}), so a file's words do "
+                                f"not bound its tokens")
     for a in _PROBE_SEGMENTS:
         for b in _PROBE_SEGMENTS:
             if counter.count(a + b) != counter.count(a) + counter.count(b):
@@ -92,7 +111,7 @@ class Doc:
     tokens: int
     kind: str
     source: str
-    cut: bool = False   # a piece of something cut by lines (see modes.Packer.cut): may be unbalanced
+    cut: bool = False   # a piece of something cut by lines (see Packer.cut): may be unbalanced
 
 
 def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
@@ -201,7 +220,7 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
     """Cut `text` at line boundaries into pieces of at most `limit` tokens (exact counts).
 
     A piece ends, where it can, at the last line that brings the brace/paren depth back to where the
-    piece started (fidelity.line_depths), so pieces of a balanced text balance; else on a statement
+    piece started (braces.line_depths), so pieces of a balanced text balance; else on a statement
     end in its second half. Token offsets of one encoding of the whole text price every candidate cut;
     each piece is then verified with the real tokenizer and shortened by a line if tokens merged.
     """
@@ -224,3 +243,138 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
         pieces.append((piece, counter.count(piece)))
         start = end
     return pieces
+
+
+# ---------------------------------------------------------------- packing units into docs
+
+PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
+LEAD = -1  # the last step of a ref naming the comments before a Part's opener
+
+
+def part_entry(fu: FileUnits, part: Part) -> tuple:
+    """A Part as a scope entry (see pack.DocBuilder): its opening and closing lines."""
+    close = (fu.texts[part.closer], fu.tokens[part.closer]) if part.closer >= 0 else ("", 0)
+    return fu.texts[part.opener], fu.tokens[part.opener], *close, ("part", part.opener)
+
+
+@dataclass
+class Packer:
+    budget: int
+    counter: Counter
+    index: object   # modes.Index: the units and texts of the files packed
+    # what had to be cut by lines: statements (or lines) larger than the budget
+    # and (compilable) how many types a cycle of bases / primary templates placed first (Chunker.needed_types)
+    stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "type_cycles": 0})
+    _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
+    _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
+
+    def shape(self, ref) -> tuple[tuple, int]:
+        """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
+        if len(ref) == 2:
+            unit = self.index.unit(ref)
+            return unit.scope, unit.tokens
+        fu, scope, segments, _ = self.node(ref)
+        return scope, sum(map(fu.tokens.__getitem__, segments))
+
+    def text(self, ref) -> str:
+        if len(ref) == 2:
+            return self.index.text(ref)
+        fu, _, segments, _ = self.node(ref)
+        return "".join(fu.texts[s] for s in segments)
+
+    def node(self, ref) -> tuple:
+        """(file units, scope, segments, part) of what `ref` names: a unit, a member of its Part
+        at a path of member numbers (inside the openers of the Parts on the way), or (last step LEAD)
+        the comments before a Part's opener."""
+        if ref not in self._nodes:
+            fu = self.index.files[ref[0]]
+            if len(ref) == 2:
+                unit = fu.units[ref[1]]
+                self._nodes[ref] = fu, unit.scope, unit.segments, unit.part
+            else:
+                _, scope, segments, part = self.node(ref[:-1])
+                if ref[-1] == LEAD:
+                    self._nodes[ref] = fu, scope, segments[:segments.index(part.opener)], None
+                else:  # (siblings share one scope tuple: scope_transition between them is one `is`)
+                    inner = self._inner.get(ref[:-1])
+                    if inner is None:
+                        inner = self._inner[ref[:-1]] = scope + (part_entry(fu, part),)
+                    member = part.members[ref[-1]]
+                    self._nodes[ref] = fu, inner, member.segments, member.part
+        return self._nodes[ref]
+
+    def preamble(self, f: int) -> list:
+        """[(text, tokens)] of the file's preamble, or [] when it is too big to repeat."""
+        fu = self.index.files[f]
+        pieces = [(fu.texts[u.body], fu.tokens[u.body]) for u in fu.units if u.kind == "preamble"]
+        return pieces if sum(t for _, t in pieces) <= self.budget // PREAMBLE_SHARE else []
+
+    def builder(self, preamble: list) -> DocBuilder:
+        return DocBuilder(self.budget, list(preamble))
+
+    def fits(self, builder: DocBuilder, refs: list) -> bool:
+        """Would the doc stay within budget with all of `refs` added (in order)?"""
+        tokens, scope = builder.tokens, builder.scope
+        for ref in refs:
+            new_scope, unit_tokens = self.shape(ref)
+            tokens += scope_transition(scope, new_scope)[1] + unit_tokens
+            scope = new_scope
+            if tokens > self.budget:
+                return False
+        return tokens + closing_cost(scope) <= self.budget
+
+    def add(self, builder: DocBuilder, refs: list) -> None:
+        for ref in refs:
+            scope, tokens = self.shape(ref)
+            builder.add(scope, self.text(ref), tokens)
+
+    def alone(self, ref, preamble: list, source: str, kind: str) -> list[Doc]:
+        """One unit (or member) that does not share a doc: with the preamble if it fits, bare, or split
+        along the tree (its comments, then runs of whole members, each run inside the Part's opening
+        and closing lines); only what has no Part is cut by lines (`cut`)."""
+        for pre in (preamble, []):
+            builder = self.builder(pre)
+            if self.fits(builder, [ref]):
+                self.add(builder, [ref])
+                return [builder.finish(kind, source)]
+        fu, scope, segments, part = self.node(ref)
+        if part is not None and DocBuilder(self.budget).fits(scope + (part_entry(fu, part),), 0):
+            lead = [[ref + (LEAD,)]] if segments[0] != part.opener else []
+            return self.pack(lead + [[ref + (m,)] for m in range(len(part.members))], [], source, "split")
+        return self.cut(ref, scope, source)
+
+    def cut(self, ref, scope: tuple, source: str) -> list[Doc]:
+        """A statement larger than the budget (a huge initializer, a line of a parse-error region):
+        cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
+        self.stats["oversized_statement_cuts"] += 1
+        wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
+        if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare
+            scope, wrapping = (), 0
+        docs = []
+        for piece, tokens in split_text(self.text(ref), self.budget - wrapping, self.counter):
+            if piece.strip():
+                builder = DocBuilder(self.budget)
+                builder.add(scope, piece, tokens)
+                docs.append(builder.finish("split", source, cut=True))
+        return docs
+
+    def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
+        """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc.
+        Docs after the first start with the preamble (the first holds the file's own preamble units)."""
+        docs, builder, in_doc = [], self.builder([]), set()
+        for bundle in bundles:
+            refs = [r for r in bundle if r not in in_doc]
+            if not self.fits(builder, refs):
+                if builder.n_units:
+                    docs.append(builder.finish(kind, source))
+                builder, in_doc, refs = self.builder(preamble if docs else []), set(), list(bundle)
+                while len(refs) > 1 and not self.fits(builder, refs):
+                    refs = refs[1:]  # farthest dependencies go first
+                if not self.fits(builder, refs):
+                    docs.extend(self.alone(refs[-1], preamble, source, kind))
+                    continue
+            self.add(builder, refs)
+            in_doc.update(refs)
+        if builder.n_units:
+            docs.append(builder.finish(kind, source))
+        return docs

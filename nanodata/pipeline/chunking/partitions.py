@@ -8,7 +8,7 @@ A partition is a list of *pieces*, each a run of items of one input:
   is written, and each chunk task seeks with the index to its own decompressed range. A `.zst` input is
   decompressed once too, noting where its frames start (zstd frames are independent): a piece whose frame
   starts at most a partition before it is read by its chunk task from that frame, nothing staged; a piece
-  in a bigger frame (a one-frame file), or of a `.gz` rapidgzip cannot read, is decompressed into a part
+  in a bigger frame (a one-frame file), or of a `.gz` rapidgzip cannot read, is decompressed into a
   file in staging.
 - {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
   projects are grouped or split wherever the size budget says.
@@ -36,7 +36,7 @@ from nanodata.pipeline.chunking.sources import Problem, gid_of, jsonl_items, spl
 log = logging.getLogger(__name__)
 
 PARTITIONS = "partitions"   # staging: partitions/NNNNN.json
-PARTS = "parts"             # staging: decompressed pieces of compressed inputs
+DECOMPRESSED = "parts"      # staging: decompressed files, pieces of compressed inputs
 GZ_INDEX = "gzindex"        # staging: gzindex/NNNNN.gzidx, the rapidgzip seek index of gzip input NNNNN
 GZ_READ = 1 << 20
 
@@ -77,7 +77,7 @@ class _Planner:
 
 def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
     """Cut a .gz input by decompressed offsets in one parallel rapidgzip pass and stage its seek index.
-    False (nothing planned) when rapidgzip cannot read it: the part-file path then reports what is wrong."""
+    False (nothing planned) when rapidgzip cannot read it: the decompressed-file path then reports what is wrong."""
     import rapidgzip
 
     pieces = []
@@ -92,19 +92,19 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
             with open(index, "wb") as out:
                 f.export_index(out)
     except (ValueError, RuntimeError, OSError) as exc:
-        log.warning("%s: rapidgzip cannot read it (%s); decompressing it into parts instead", uri, exc)
+        log.warning("%s: rapidgzip cannot read it (%s); decompressing it to staging instead", uri, exc)
         return False
     # rapidgzip ends a truncated file quietly; gzip's footer holds the size mod 2**32 (of the last member:
-    # a multi-member file may disagree too, and then takes the part-file path, which checks every member)
+    # a multi-member file may disagree too, and then takes the decompressed-file path, which checks every member)
     with storage.open_seekable(uri) as raw:
         raw.seek(-4, io.SEEK_END)
         footer = int.from_bytes(raw.read(4), "little")
     if footer != (pieces[-1][1] if pieces else 0) % 2 ** 32:
-        log.warning("%s: decompressed size disagrees with the gzip footer; decompressing it into parts instead", uri)
+        log.warning("%s: decompressed size disagrees with the gzip footer; decompressing it to staging instead", uri)
         return False
     index_uri = storage.join_uri(planner.stage, GZ_INDEX, f"{number:05d}.gzidx")
     storage.write_file(index, index_uri)
-    # the same cuts split_at_lines gives the part-file path: planner.room only changes at a partition's close,
+    # the same cuts split_at_lines gives the decompressed-file path: planner.room only changes at a partition's close,
     # which a cut causes, so cutting first and adding after gives the same pieces
     for start, stop, first_line in pieces:
         planner.add({"kind": "jsonl", "input": number, "display": uri, "uri": uri, "start": start, "stop": stop,
@@ -131,22 +131,22 @@ def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None
 def _plan_stream(planner: _Planner, number: int, uri: str, scratch: Path, stream, seek) -> None:
     """Cut an input's (decompressed) stream into pieces. seek(offset): what a chunk task needs to read the input in
     place from that decompressed offset ({} for a plain input; a .zst frame's offsets), or None: the piece is
-    decompressed once into a part file in staging."""
+    decompressed once into a decompressed file in staging."""
     base = {"kind": "jsonl", "input": number, "display": uri}
-    part, where = None, seek(0)
+    copy, where = None, seek(0)
     for data, cut in split_at_lines(stream, planner.room, planner.limit):
         if where is None:
-            if part is None:
-                part = open(scratch / "part.jsonl", "wb")
-            part.write(data)
+            if copy is None:
+                copy = open(scratch / "decompressed.jsonl", "wb")
+            copy.write(data)
         if cut is None:
             continue
         start, stop, first_line = cut
         if where is None:
-            part.close()
-            part = None
-            target = storage.join_uri(planner.stage, PARTS, f"{number:05d}-{planner.count:05d}.jsonl")
-            storage.write_file(scratch / "part.jsonl", target)
+            copy.close()
+            copy = None
+            target = storage.join_uri(planner.stage, DECOMPRESSED, f"{number:05d}-{planner.count:05d}.jsonl")
+            storage.write_file(scratch / "decompressed.jsonl", target)
             piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
         else:
             piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line, **where}
@@ -186,12 +186,27 @@ class _ZstdFrames:
 
 def _zstd_seek(frames: _ZstdFrames, offset: int, limit: int) -> dict | None:
     """Where to read from the decompressed `offset`: the start of its frame, when that is at most `limit` bytes
-    before it (each task decompresses at most twice its own bytes); else None (a part file: a one-frame input)."""
+    before it (each task decompresses at most twice its own bytes); else None (a decompressed file: a one-frame input)."""
     compressed, decompressed = frames.frames[bisect_right(frames.frames, offset, key=lambda f: f[1]) - 1]
     return {"zstd_frame": [compressed, decompressed]} if offset - decompressed <= limit else None
 
 
-def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...]) -> None:
+def listing_path(listings: str | os.PathLike, number: int) -> Path:
+    """Where planning keeps input `number`'s tree listing (jobs.inputs.tree_digest writes it as it hashes)."""
+    return Path(listings) / f"{number:05d}.listing"
+
+
+def _listed(path: Path):
+    """A tree listing's entries, as hashed_tree_files yields them."""
+    with open(path) as f:
+        for line in f:
+            entry = json.loads(line)
+            yield (Problem(*entry["problem"]), 0, None) if isinstance(entry, dict) else tuple(entry)
+
+
+def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str, ...], listing: Path | None) -> None:
+    """A tree's files in partitions: from its listing (with each file's content digest) when planning hashed it,
+    else walked here."""
     files: list = []
     size_sum = 0
 
@@ -202,14 +217,16 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
         files, size_sum = [], 0
 
     k = 0  # file number: counts files only, as sources.tree_items does
-    for rel, size in tree_files(root, extensions):
+    entries = _listed(listing) if listing is not None and listing.is_file() else (
+        (rel, size, None) for rel, size in tree_files(root, extensions))
+    for rel, size, digest in entries:
         if isinstance(rel, Problem):
             planner.problems.append([rel.where, rel.reason, rel.status])
             continue
         if size > planner.limit and (files or planner.pieces):
             flush()  # a file bigger than a partition gets one of its own: no other partition passes 2x the size
             planner.close()
-        files.append([rel, size, k])
+        files.append([rel, size, k, digest])
         k += 1
         size_sum += size
         if planner.bytes + size_sum >= planner.limit:
@@ -217,9 +234,11 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
     flush()
 
 
-def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...]) -> tuple[int, int]:
+def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...],
+                    listings: str | os.PathLike | None = None) -> tuple[int, int]:
     """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
-    the input number is the position); returns how many there are and their bytes (decompressed)."""
+    the input number is the position); returns how many there are and their bytes (decompressed). listings: where
+    planning left the trees' listings (listing_path), whose files' digests go into the partitions."""
     planner = _Planner(stage, partition_bytes)
     scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
     try:
@@ -227,7 +246,8 @@ def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extens
             if entry["kind"] == "jsonl":
                 _plan_jsonl(planner, number, entry["uri"], scratch)
             else:
-                _plan_tree(planner, number, entry["uri"], extensions)
+                _plan_tree(planner, number, entry["uri"], extensions,
+                           None if listings is None else listing_path(listings, number))
         planner.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -254,8 +274,8 @@ def partition_items(partition: dict, max_file_bytes: int | None):
             yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
                                    start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
         else:
-            for rel, size, k in piece["files"]:
-                yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes)
+            for rel, size, k, digest in piece["files"]:
+                yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes, digest)
 
 
 @contextlib.contextmanager
@@ -291,19 +311,19 @@ def _range_items(piece: dict, max_file_bytes: int | None, reader):
     decompressed byte is staged); the range goes to a local temp file, read as a plain range with the input's line
     numbers."""
     with tempfile.TemporaryDirectory(prefix="nanodata-range-") as tmp:
-        part = Path(tmp) / "range.jsonl"
+        local = Path(tmp) / "range.jsonl"
         left = piece["stop"] - piece["start"]
-        with reader(piece, Path(tmp)) as f, open(part, "wb") as out:
+        with reader(piece, Path(tmp)) as f, open(local, "wb") as out:
             while left > 0 and (block := f.read(min(left, GZ_READ))):
                 out.write(block)
                 left -= len(block)
-        yield from jsonl_items(str(part), piece["input"], max_file_bytes, display=piece["display"], start=0,
+        yield from jsonl_items(str(local), piece["input"], max_file_bytes, display=piece["display"], start=0,
                                stop=piece["stop"] - piece["start"], first_line=piece["first_line"])
 
 
 def describe(partition: dict) -> str:
     """One line for a task log: which inputs, byte ranges and files this partition holds."""
-    parts = []
+    described = []
     for piece in partition["pieces"]:
         if piece["kind"] == "jsonl":
             stop = "end" if piece["stop"] is None else piece["stop"]
@@ -311,9 +331,9 @@ def describe(partition: dict) -> str:
                      else f"decompressed bytes {piece['start']}-{stop} (zstd frame at byte {piece['zstd_frame'][0]})"
                      if piece.get("zstd_frame")
                      else f"bytes {piece['start']}-{stop}" if piece["uri"] == piece["display"]
-                     else f"decompressed part {piece['uri'].rsplit('/', 1)[-1]}")
-            parts.append(f"{piece['display']} from line {piece['first_line']} ({where})")
+                     else f"decompressed file {piece['uri'].rsplit('/', 1)[-1]}")
+            described.append(f"{piece['display']} from line {piece['first_line']} ({where})")
         else:
             files = piece["files"]
-            parts.append(f"{piece['root']}: {len(files)} files {files[0][0]} .. {files[-1][0]}")
-    return f"partition {partition['partition']} ({partition['bytes'] / 1e6:.1f} MB): " + "; ".join(parts)
+            described.append(f"{piece['root']}: {len(files)} files {files[0][0]} .. {files[-1][0]}")
+    return f"partition {partition['partition']} ({partition['bytes'] / 1e6:.1f} MB): " + "; ".join(described)

@@ -20,6 +20,7 @@ results come back in input order.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import shutil
 import time
@@ -32,10 +33,11 @@ from tqdm import tqdm
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.config import ChunkConfig
-from nanodata.pipeline.chunking.fidelity import add_stats, file_stats, summarize
+from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index
+from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
+from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
 from nanodata.pipeline.chunking.units import parse_units
 from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
@@ -47,6 +49,7 @@ from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed
 from nanodata.pipeline.workers import process_pool
 from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION
 from nanodata.storage import parse_gs
+from nanodata.storage.entries import EntryStore
 from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
@@ -70,26 +73,80 @@ def _init_worker(settings: dict) -> None:
         _state["lookup"] = GlobalIndex(settings["index"])
 
 
-def _parse(src: SourceFile):
-    """(units, near-dedup signature or None, redactions) of a file; its Problem when it cannot be read; a FileResult
-    naming its Drop when its license or a filter drops it."""
-    text, problem = load_text(src)
-    if problem is not None:
-        return problem
+def _license_drop(src: SourceFile) -> FileResult | None:
     allow = _state["licenses"]
-    if allow is not None and not allowed(src.license, allow):
-        drop, changes = Drop("license", f"its project's license is {src.license}"), None
-    else:  # the file's one slot for being judged and changed, before it is chunked (counted on the redacted text)
-        text, drop, changes = _state["cleaning"].clean(src.source, text)
+    if allow is None or allowed(src.license, allow):
+        return None
+    return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path,
+                      drop=Drop("license", f"its project's license is {src.license}"), license=src.license)
+
+
+def _through_cache(src: SourceFile, kind: str, make):
+    """make(src, text) -> FileResult for one file, through the run's cache (reuse.FileCache) when it has one: a file
+    whose entry holds its result is never chunked, nor even read when its content digest was planned. Returns
+    the FileResult, or the file's Problem when it cannot be read."""
+    cache: FileCache | None = _state.get("cache")
+    text, digest = None, src.digest if cache is not None else None
+    if digest is None:
+        text, problem = load_text(src)
+        if problem is not None:
+            return problem
+    dropped = _license_drop(src)
+    if dropped is not None or cache is None:
+        return dropped or make(src, text)
+    digest = digest or text_content_digest(text, src.file)
+    key = cache.key(kind, digest)
+    stored, rebuilt = cache.load(key)
+    if stored is not None:
+        return _restored(stored, gid=src.gid, size=src.size, project=src.project, source=src.source, path=src.path,
+                         license=src.license, key=key, digest=digest)
+    if text is None:
+        text, problem = load_text(src)
+        if problem is not None:
+            return problem
+        read = text_content_digest(text, src.file)
+        if read != digest:  # changed since it was planned: its entry is filed under what was read
+            digest, key = read, cache.key(kind, read)
+    result = make(src, text)
+    cache.save(key, _stored(result))
+    result.key, result.rebuilt, result.digest = key, rebuilt, digest
+    return result
+
+
+def _stored(result: FileResult) -> tuple:
+    """What a file's entry holds: its result without anything that depends on where it sits in the input."""
+    return (result.syntax_errors, [(d.text, d.tokens, d.kind, d.cut) for d in result.docs], result.stats,
+            result.signature, result.drop, result.redactions, result.payload)
+
+
+def _restored(stored: tuple, *, source: str, **where) -> FileResult:
+    syntax_errors, docs, stats, signature, drop, redactions, payload = stored
+    return FileResult(syntax_errors=syntax_errors, docs=[Doc(text, tokens, kind, source, cut)
+                                                         for text, tokens, kind, cut in docs],
+                      stats=stats, signature=signature, drop=drop, redactions=redactions, payload=payload,
+                      source=source, reused=True, **where)
+
+
+def _parse(src: SourceFile, text: str):
+    """(units, near-dedup signature or None, redactions) of a file's text; a FileResult naming its Drop when a
+    filter drops it."""
+    # the file's one slot for being judged and changed, before it is chunked (counted on the redacted text)
+    text, drop, changes = _state["cleaning"].clean(src.source, text)
     if drop is not None:
         return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path, drop=drop,
                           license=src.license)
     # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
     sig = signature(text) if _state.get("near") is not None else None
+    if _state["mode"] == "basic":  # a file that fits is tokenized and emitted: never parsed
+        whole = whole_file(text, _state["counter"], _state["budget"])
+        if whole is not None:
+            return whole, sig, changes
     # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
     # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
-    return (parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                        split_bytes=_state["budget"]), sig, changes)
+    fu = parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
+                     split_bytes=_state["budget"])
+    fu.may_fit = _state["mode"] != "basic"  # (basic mode found it over budget)
+    return fu, sig, changes
 
 
 def _chunker(files: dict) -> Chunker:
@@ -98,7 +155,12 @@ def _chunker(files: dict) -> Chunker:
 
 
 def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
-    """A file's docs and their fidelity figures (the file's lines as its segments hold them)."""
+    """A file's docs and their fidelity figures (the file's lines as its segments hold them). `fu` is a file's
+    one Doc when it fits whole (basic mode: never parsed, so no syntax errors are known)."""
+    if isinstance(fu, Doc):
+        fu.source = source
+        stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
+        return FileResult(gid, size, False, [fu], rank=rank, project=project, stats=stats)
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
     stats = file_stats(fu.whole_text(), [d.text for d in docs],
@@ -107,9 +169,8 @@ def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) 
     return FileResult(gid, size, fu.syntax_errors, docs, rank=rank, project=project, stats=stats)
 
 
-def _chunk_file(src: SourceFile):
-    """Local modes: one file in, its docs (and signature) out."""
-    parsed = _parse(src)
+def _chunk_text(src: SourceFile, text: str) -> FileResult:
+    parsed = _parse(src, text)
     if not isinstance(parsed, tuple):
         return parsed
     fu, sig, changes = parsed
@@ -119,21 +180,41 @@ def _chunk_file(src: SourceFile):
     return result
 
 
-def _parse_file(src: SourceFile):
-    """Global modes, pass 1: one file in, its units (pickled), definitions and signature out."""
-    parsed = _parse(src)
+def _chunk_file(src: SourceFile):
+    """Local modes: one file in, its docs (and signature) out."""
+    return _through_cache(src, "chunk", _chunk_text)
+
+
+def _parse_text(src: SourceFile, text: str) -> FileResult:
+    parsed = _parse(src, text)
     if not isinstance(parsed, tuple):
         return parsed
     fu, sig, changes = parsed
     return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig, source=src.source,
                       path=src.path, redactions=changes, license=src.license,
-                      payload=(src.source, src.project, src.path, pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+                      payload=(pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+
+
+def _parse_file(src: SourceFile):
+    """Global modes, pass 1: one file in, its units (pickled), definitions and signature out."""
+    return _through_cache(src, "parse", _parse_text)
 
 
 def _emit_file(row):
-    """Global modes, pass 2: a stored file's docs, with the global index."""
-    gid, source, project, size, _, blob, rank = row
-    return _chunked(gid, source, project, size, pickle.loads(blob), rank)
+    """Global modes, pass 2: a stored file's docs, with the global index; through the cache, keyed by what the
+    file can see (its project's view digest) and its place in its project."""
+    gid, source, project, size, _, blob, rank, view, ordinal = row
+    cache: FileCache | None = _state.get("cache")
+    if cache is None or view is None:
+        return _chunked(gid, source, project, size, pickle.loads(blob), rank)
+    key = cache.key("emit", view, ordinal)
+    stored, rebuilt = cache.load(key)
+    if stored is not None:
+        return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
+    result = _chunked(gid, source, project, size, pickle.loads(blob), rank)
+    cache.save(key, _stored(result))
+    result.key, result.rebuilt = key, rebuilt
+    return result
 
 
 @dataclass
@@ -152,6 +233,10 @@ class FileResult:
     drop: Drop | None = None    # why a filter (or the license allow-list) dropped it: no docs then
     redactions: Counter | None = None  # placeholders put in its text, by kind
     license: str = ""           # its project's SPDX id
+    key: bytes | None = None    # its cache entry's key, when the run has a cache (reuse.FileCache)
+    reused: bool = False        # read from its entry, not chunked
+    rebuilt: bool = False       # its entry was corrupt or truncated: chunked again
+    digest: str | None = None   # its content digest (reuse.text_content_digest), when the run has a cache
 
 
 def _bytes_of(item) -> int:
@@ -213,6 +298,7 @@ class Tally:
     too_big: list = field(default_factory=list)  # {"file", "bytes"}, the first TOO_BIG_KEPT
     files_dropped: int = 0  # read, then dropped by a filter or the license allow-list (named in `cleaning`)
     cleaning: CleaningTally = field(default_factory=CleaningTally)
+    reuse: ReuseTally = field(default_factory=ReuseTally)  # files reused from the cache or chunked, per project
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -235,11 +321,13 @@ class Tally:
         self.bytes_read += result.size
         self.files_dropped += 1
         self.cleaning.drop(result.project, result.source, result.size, result.drop, result.license)
+        self.reuse.add(result.project, result.size, result.key, result.reused, result.rebuilt)
 
     def file(self, result: FileResult) -> None:
         self.files_read += 1
         self.bytes_read += result.size
         self.cleaning.kept(result.project, result.redactions, result.license)
+        self.reuse.add(result.project, result.size, result.key, result.reused, result.rebuilt)
         self.syntax_errors += result.syntax_errors
         self.docs += len(result.docs)
         self.tokens += sum(d.tokens for d in result.docs)
@@ -255,8 +343,8 @@ class Tally:
         self.too_big.extend(other.get("too_big", [])[:TOO_BIG_KEPT - len(self.too_big)])
 
     def counts(self) -> dict:
-        return {**{k: v for k, v in self.__dict__.items() if k not in ("strict", "cleaning")},
-                "cleaning": self.cleaning.to_dict()}
+        return {**{k: v for k, v in self.__dict__.items() if k not in ("strict", "cleaning", "reuse")},
+                "cleaning": self.cleaning.to_dict(), "reuse": self.reuse.to_dict()}
 
 
 def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
@@ -317,7 +405,8 @@ def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, b
     store = UnitStore(store_path)
     try:
         for result in _signed(_results(_parse_file, items, settings, workers, tally, bar), sink):
-            store.add_file(result.gid, result.size, result.syntax_errors, *result.payload)
+            store.add_file(result.gid, result.size, result.syntax_errors, result.source, result.project, result.path,
+                           *result.payload, digest=result.digest)
     finally:
         store.close()
 
@@ -346,11 +435,11 @@ def stage_docs(results, out_path, mode: str) -> list:
     return [[0, 0, size]]
 
 
-def merge_docs(parts: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
+def merge_docs(staged: list[tuple[int, str, list]], writer: JsonlWriter, removed: np.ndarray | None = None) -> int:
     """Concatenate staged docs in (rank, partition) order into `writer` (which drops exact duplicates), leaving
-    out the docs of the files in `removed` (sorted gids: near-copies) first. parts: (partition number, staged docs
+    out the docs of the files in `removed` (sorted gids: near-copies) first. staged: (partition number, staged docs
     path, groups from emit_store / stage_docs). Returns the docs left out."""
-    ranges = sorted((rank, number, path, start, stop) for number, path, groups in parts
+    ranges = sorted((rank, number, path, start, stop) for number, path, groups in staged
                     for rank, start, stop in groups)
     dropped = 0
 
@@ -509,7 +598,13 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
         "files_dropped": counts["files_dropped"], "cleaning": counts["cleaning"],
         # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)
         "fidelity": summarize(counts["fidelity"]),
+        # --cache: files whose results were reused or chunked, per project; the cache after this run's retention
+        "reuse": None if config.cache is None else {**totals(counts["reuse"]), "by_project": counts["reuse"]},
     }
+    if config.cache is not None:  # this run's entries recorded, older runs' unused ones swept, before the commit
+        store = EntryStore(config.cache)
+        store.record_use(f"{time.time_ns():020d}-{os.getpid()}", bytes(tally.reuse.used))  # names sort by age
+        summary["reuse"]["cache"] = store.retain(config.cache_keep_runs)
     with disk_errors(output):
         writer.commit(summary)
     for problem in counts["problems"][:20]:
@@ -528,16 +623,16 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
     Returns the index's counts and the near-dedup summary."""
     local = settings["mode"] not in GLOBAL_MODES
     threshold = settings["near"]
-    parts, stores, signed = [], [], []
-    for number, part in enumerate(cut_by_bytes(items, partition_bytes)):
+    staged, stores, signed = [], [], []
+    for number, partition in enumerate(cut_by_bytes(items, partition_bytes)):
         sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
         if local:
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), stage_docs(chunk_items(part, settings, workers, tally, bar, sink), docs,
+            staged.append((number, str(docs), stage_docs(chunk_items(partition, settings, workers, tally, bar, sink), docs,
                                                         settings["mode"])))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
-            parse_items(part, settings, workers, stores[-1], tally, bar, sink)
+            parse_items(partition, settings, workers, stores[-1], tally, bar, sink)
         if sink is not None:
             signed.append((number, sink.close(number)))
             store_signatures(sink.directory, str(tmp / "near"), number)
@@ -549,14 +644,15 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         emitted = Tally()
         for number, store in enumerate(stores):
             docs = tmp / f"docs-{number:05d}.jsonl"
-            parts.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
+            staged.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
             store.unlink()
         tally.fidelity = emitted.fidelity  # the emit pass makes the docs
+        tally.reuse = emitted.reuse.after_parse(tally.reuse)
     removed = None
     if threshold is not None:
         counts["near_duplicates"] = reduce_here(str(tmp / "near"), signed, threshold)
         removed = load_removed(str(tmp / "near"))
-    docs_removed = merge_docs(parts, writer, removed)
+    docs_removed = merge_docs(staged, writer, removed)
     if threshold is not None:
         counts["near_duplicates"]["docs_removed"] = docs_removed
     return counts

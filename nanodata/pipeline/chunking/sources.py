@@ -47,6 +47,7 @@ class SourceFile:
     file: str | None = None     # ...project files are read (local path or gs:// URI) by the worker parsing them
     size: int = 0
     license: str = NOASSERTION  # its project's SPDX id (a tree's license files), or its record's "license"
+    digest: str | None = None   # its content digest, when planned (reuse.text_content_digest's; a cache hit reads nothing)
 
 
 @dataclass
@@ -127,7 +128,7 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display:
                 start: int = 0, stop: int | None = None, first_line: int = 1):
     """SourceFile or Problem per line of a JSONL input, or of the line-aligned range [start, stop) of it.
 
-    A range is read from `uri` as plain bytes (the decompressed part file a plan wrote, or a byte
+    A range is read from `uri` as plain bytes (the decompressed file a plan wrote, or a byte
     range of an uncompressed input); the whole input is read through its decompressor."""
     display = display or uri
     name = input_name(display)
@@ -219,11 +220,28 @@ def _local_tree(directory: str, prefix: str, extensions: tuple[str, ...], real_r
 def tree_files(root: str, extensions: tuple[str, ...]):
     """(relative path, size) of each C++ file under a local dir or gs:// prefix, in path order, streamed;
     a Problem in place of the pair for what cannot be walked."""
+    for rel, size, _ in _tree_entries(root, extensions):
+        yield rel, size
+
+
+def hashed_tree_files(root: str, extensions: tuple[str, ...]):
+    """tree_files with each file's content digest (storage.content_digest's, which a cache key uses): a local file
+    is read once to hash it, a gs:// object's size and crc32c come with the listing (nothing downloaded)."""
+    for rel, size, listed in _tree_entries(root, extensions):
+        if isinstance(rel, Problem) or listed is not None:
+            yield rel, size, listed
+        else:
+            yield rel, size, storage.content_digest(storage.join_uri(root, rel))
+
+
+def _tree_entries(root: str, extensions: tuple[str, ...]):
+    """(relative path, size, the digest its listing holds or None) of each C++ file, or (Problem, 0, None)."""
     if storage.parse_gs(root) is None:
         if not Path(root).is_dir():
-            yield Problem(root, "project directory does not exist"), 0
+            yield Problem(root, "project directory does not exist"), 0, None
             return
-        yield from _local_tree(root, "", extensions, os.path.realpath(root))
+        for rel, size in _local_tree(root, "", extensions, os.path.realpath(root)):
+            yield rel, size, None
         return
     bucket, prefix = storage.parse_gs(root.rstrip("/") + "/")
     blobs = storage.iter_blobs(bucket, prefix, f"list {root}")
@@ -232,13 +250,13 @@ def tree_files(root: str, extensions: tuple[str, ...]):
         rel = blob.name[len(prefix):]
         if rel.lower().endswith(extensions):
             found = True
-            yield rel, int(blob.size)
+            yield rel, int(blob.size), f"{blob.size}:{blob.crc32c}"  # as storage.content_digest gives it
     if not found:
-        yield Problem(root, "no C++ files under this prefix"), 0
+        yield Problem(root, "no C++ files under this prefix"), 0, None
 
 
-def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int | None):
-    """The SourceFile (or size Problem) of one file of a project tree."""
+def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int | None, digest: str | None = None):
+    """The SourceFile (or size Problem) of one file of a project tree (digest: its content's, when planned)."""
     root_name = input_name(root)
     file = storage.join_uri(root, rel)
     if problem := too_big(file, size, max_file_bytes):
@@ -248,7 +266,8 @@ def tree_item(root: str, rel: str, size: int, gid: int, max_file_bytes: int | No
     if not inner:
         project = root_name
     # "project/path": a tree's own location never shows, so a moved tree gives the same docs
-    return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size, license=license)
+    return SourceFile(gid, f"{project}/{inner or rel}", project, rel, file=file, size=size, license=license,
+                      digest=digest)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -15,7 +15,7 @@ unit of its own. So the units' segments plus their scopes' lines are every non-b
 A node larger than `split_bytes` (a function, class, `if`, `switch`, `case`, `#if` inside a class...)
 is laid out as a `Part`: its opening lines (signature through `{`), its children as members (each
 possibly a Part again) and its closing lines (`}`, `};`, `} while (x);`, `#endif`); the lines between two
-blocks (`} else {`, `} catch (E& e) {`) are members too. modes.Packer cuts such a node between members and
+blocks (`} else {`, `} catch (E& e) {`) are members too. pack.Packer cuts such a node between members and
 gives each piece the opening and closing lines, so every piece balances its braces. (A node of at most
 split_bytes bytes has at most that many tokens: it never needs cutting.)
 
@@ -50,7 +50,7 @@ import numpy as np
 import tree_sitter_cpp
 from tree_sitter import Language, Parser, Query, QueryCursor
 
-from nanodata.pipeline.chunking.fidelity import OPEN_IF, balanced, line_arrays
+from nanodata.pipeline.chunking.braces import OPEN_IF, balanced, line_arrays
 
 LANGUAGE = Language(tree_sitter_cpp.language())
 WRAPPERS = {"namespace_definition", "linkage_specification"}      # re-wrapped around their units
@@ -144,19 +144,13 @@ class FileUnits:
     syntax_errors: bool = False
     order: list[int] = field(default_factory=list)  # segment indices in source order
     parse_error_regions: int = 0   # 1 when the file's units come from its brace structure (_consistent)
-
-    def segments_of(self, member) -> list[int]:
-        return member.segments
+    may_fit: bool = True  # False once basic mode found the file over budget (modes.whole_file): not asked twice
 
     def text_of(self, unit: Unit) -> str:
         return "".join(self.texts[s] for s in unit.segments)
 
-    @property
-    def whole_tokens(self) -> int:
-        return sum(self.tokens)
-
     def whole_text(self) -> str:
-        """The file with blank lines squeezed out (what 'a file that fits' emits), in source order."""
+        """The file's lines in source order, as its segments hold them (the blank lines between units left out)."""
         return "".join(self.texts[i] for i in self.order)
 
 
@@ -292,10 +286,26 @@ def _layout(node, out: list) -> None:
             out.append(("edge", child))
 
 
+def _holds_block(node) -> bool:
+    """Does a node the tree could not lay out hold a block (a body, a lambda's, an `#if` section of one) or a parse
+    error? Then, larger than the budget, it would be cut by lines through its blocks: the file is laid out from its
+    braces instead (parse_units). Only a statement with no block inside (a huge initializer) is cut by lines."""
+    if node.has_error:
+        return True
+    stack = [node]
+    while stack:
+        for child in stack.pop().children:
+            if child.type in BLOCKS and child.type != "enumerator_list":
+                return True
+            if child.child_count:
+                stack.append(child)
+    return False
+
+
 def _roles(children) -> Iterator[tuple[str, object]]:
     """How the walk reads a list of sibling nodes: (role, node) for each node it keeps, the role one of
     "comment", "conditional" (an `#if` chain: _branches), "wrapper" (a namespace or extern "C" block),
-    "region" (an ERROR wrapped around good code: _region_parts), "head" (an ERROR before a definition:
+    "region" (an ERROR wrapped around good code: _region_pieces), "head" (an ERROR before a definition:
     recovery split e.g. a template header from its function; it stays with the definition) or "unit"."""
     children = list(children)
     for i, node in enumerate(children):
@@ -340,7 +350,7 @@ def _branches(node) -> Iterator[tuple[object, object, list]]:
         node = alternative
 
 
-def _region_parts(node) -> Iterator[tuple[str, object, object]]:
+def _region_pieces(node) -> Iterator[tuple[str, object, object]]:
     """An ERROR region's children as the walk keeps them: ("node", child, child) for a structural child, and
     ("loose", first, last) for a run of loose tokens between them, or ("head", first, last) when a definition
     follows the run (e.g. `template<...>` cut off from its function)."""
@@ -369,10 +379,10 @@ def _recovered(children) -> Iterator[tuple[int, int]]:
         elif role == "wrapper":
             yield from _recovered(_between_braces(_body_list(node)))
         elif role == "region":
-            for part, first, last in _region_parts(node):
-                if part == "node":
+            for piece, first, last in _region_pieces(node):
+                if piece == "node":
                     yield from _recovered([first])
-                elif part == "loose":
+                elif piece == "loose":
                     yield first.start_byte, last.end_byte
         elif role == "unit":
             yield node.start_byte, node.end_byte
@@ -407,6 +417,7 @@ class _Builder:
         self.pairs: dict[int, int] = {}          # opener -> closer segment of namespaces and Parts (for _line_texts)
         self.conditional_keys: set[tuple] = set()
         self.inside: list[tuple[int, int]] = []  # byte ranges of the units laid out as Parts
+        self.unsplit: list[int] = []             # segments of large nodes with a block inside that have no Part
         self.units: list[Unit] = []
         self.includes: list[str] = []
         self.pending: list[int] = []             # comment segments waiting for the unit they document
@@ -458,12 +469,12 @@ class _Builder:
     def _error_region(self, node, scope: tuple) -> None:
         """tree-sitter wrapped good code in an ERROR (macros it cannot see through): walk the good
         parts as usual and keep each run of loose tokens between them as one segment."""
-        for part, first, last in _region_parts(node):
-            if part == "node":
+        for piece, first, last in _region_pieces(node):
+            if piece == "node":
                 self.walk([first], scope)
                 continue
             index = self.segment(first.start_byte, last.end_byte)
-            if part == "head":
+            if piece == "head":
                 self.pending.append(index)
             else:  # never preamble: such debris must not repeat in every chunk
                 self._add(Unit("decl", "", "", scope, self.pending + [index], index, first.start_byte, last.end_byte),
@@ -499,7 +510,10 @@ class _Builder:
         """A node as one segment, or, when larger than split_bytes, as a Part (see the module docstring)."""
         part = self._part(node) if node.end_byte - node.start_byte > self.split_bytes and node.type != "ERROR" else None
         if part is None:
-            return Member([self.segment(node.start_byte, node.end_byte)])
+            member = Member([self.segment(node.start_byte, node.end_byte)])
+            if self.split_bytes and node.end_byte - node.start_byte > self.split_bytes and _holds_block(node):
+                self.unsplit.append(member.segments[0])
+            return member
         segments = [part.opener] + [s for m in part.members for s in m.segments] + ([part.closer] if part.closer >= 0 else [])
         return Member(segments, part)
 
@@ -555,7 +569,7 @@ class _Builder:
         self.last = (None, self._last_row(body))
 
     def brace_units(self, text: str, definitions: list) -> None:
-        """Parse-error fallback: units from the file's lines and brace structure (fidelity.line_depths).
+        """Parse-error fallback: units from the file's lines and brace structure (braces.line_depths).
         A line that opens a block larger than split_bytes is a Part's opener (with the signature lines
         before it) and the line that closes it its closer, so such blocks are still cut between whole
         lines with their opening and closing lines; every other line (a comment or literal over several
@@ -707,7 +721,7 @@ def _conditional_blocks(depths: np.ndarray, cuttable: np.ndarray, directives: li
 def _brace_structure(lines: list[str], starts: list[int], split_bytes: int, lo: int, hi: int) -> tuple[dict, dict, set]:
     """Brace fallback, lines[lo:hi]: blocks (opening line -> closing line: `{`...`}`, `#if`...`#endif`), runs
     of lines that end inside a comment, literal or continued directive (first line -> the line after them),
-    and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (fidelity), so
+    and the `#elif`/`#else` lines of the #if blocks. The lexer reads only an #if's first branch (braces), so
     to it a later branch is one skipped run; each later branch of a block larger than split_bytes is read
     again on its own, so its own blocks are found (and a piece of it starts from whole statements, not from
     any line). (A smaller block is one member whole: what is inside it is never looked at; `starts`: each
@@ -888,7 +902,7 @@ def _declaration_level(root, wanted) -> list:
 
 
 def _consistent(builder: _Builder, texts: list[str]) -> bool:
-    """Does the tree's structure agree with the braces (fidelity.balanced)? tree-sitter recovers from
+    """Does the tree's structure agree with the braces (braces.balanced)? tree-sitter recovers from
     what it cannot parse (macros) by closing a namespace at a function's `}` or leaving a `}` loose:
     then a unit, or a scope's opening and closing lines, do not balance."""
     def text(segments) -> str:
@@ -928,11 +942,15 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
         fallback = root.has_error and not _consistent(builder, texts)
         includes = builder.includes
+        if not fallback:
+            tokens = count_batch(texts)
+            # a block the tree left whole, too large for any doc: cut along the braces instead of by lines
+            fallback = any(tokens[s] > split_bytes for s in builder.unsplit)
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
         builder.brace_units(text, _definitions(root) if with_references else [])
         texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
-    tokens = count_batch(texts)
+        tokens = count_batch(texts)
 
     def entry(key: tuple) -> tuple:
         closer = builder.closers[key]  # -1 when the source never closes it: neither do its docs

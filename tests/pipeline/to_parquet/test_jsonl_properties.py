@@ -182,3 +182,21 @@ def test_to_parquet_accounting_is_exact_and_block_size_free(lines, crlf, block_s
             with pytest.raises(NanodataError) as failed:
                 jsonl_to_parquet([path], Path(tmp) / "fail", on_error="fail", **kw)
             assert f"{path}:{bad_at[0]}: " in str(failed.value) and "\n" not in str(failed.value)
+
+
+UTF8_EDGES = [b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xc0\x80", b"\xc2\x80", b"\xe0\x80\x80", b"\xf4\x8f\xbf\xbf",
+              b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xe2\x82", b"\xf0\x9f\x98\x80", b"\xef\xbb\xbf", b"\x00"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(UTF8_EDGES) | st.binary(max_size=6), max_size=8))
+def test_the_utf8_check_of_the_fast_path_is_pythons(pieces):
+    """A block goes to Arrow's reader only when Python could decode it: surrogates, overlong forms, code points
+    above U+10FFFF and cut sequences are refused by both checks alike."""
+    block = b'{"text": "a' + b"".join(pieces).replace(b"\n", b" ") + b'"}\n'
+    try:
+        block.decode("utf-8")
+        python = True
+    except UnicodeDecodeError:
+        python = False
+    assert nanodata.pipeline.jsonl._plain_lines(block, nanodata.pipeline.jsonl.line_bounds(block)[0]) is python

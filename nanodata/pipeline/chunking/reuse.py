@@ -1,0 +1,146 @@
+"""Reuse of each file's chunking work across runs: the key of a file's result, its entry, and what a run reused.
+
+A file's result (its docs and fidelity figures, near-dedup signature, filter and redaction outcome; in the global
+modes its parsed units too) is a pure function of its content and of the settings that decide the output. So it is
+stored under key = digest(CHUNK_FORMAT, the settings' digest, the pass, the file's content digest) in an EntryStore
+(nanodata.storage.entries: checksummed, written whole), and a later run reads it instead of chunking the file
+again. Nothing position-dependent is stored: a file's gid, source name and project are the run's, so a record
+inserted above it in a JSONL, or a file added beside it, leaves its entry valid.
+
+In the global modes a file's docs also depend on what it resolves names from: its project and, transitively, the
+projects whose headers the files it reaches include (nanodata.pipeline.chunking.globalindex.view digests). Those
+docs are keyed by that view's digest and the file's place in its project, so a project is re-emitted exactly
+when one of the files it can see changed; parsing is keyed by content alone, so only changed files are parsed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from collections import Counter
+from dataclasses import dataclass, field
+
+from nanodata.storage import is_gcs
+from nanodata.storage.entries import EntryStore
+from nanodata.storage.files import content_hash
+
+# bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
+# every entry then misses and is rebuilt
+CHUNK_FORMAT = 3  # 2: basic fitting files never parsed (blank lines dropped), blocks split between statements;
+# 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles
+PICKLE = pickle.HIGHEST_PROTOCOL
+COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
+
+
+def settings_digest(*, mode: str, max_tokens: int, tokenizer_identity: str, cross_depth: int, near: bool,
+                    filters: tuple, redact: tuple, benchmarks_digest: str | None) -> str:
+    """The digest of everything besides a file's content that decides its result (licenses excepted: a project's
+    license drops all its files before any work, outside the cache)."""
+    blob = json.dumps({"format": CHUNK_FORMAT, "mode": mode, "max_tokens": max_tokens,
+                       "tokenizer": tokenizer_identity, "cross_depth": cross_depth, "near": near,
+                       "filters": list(filters), "redact": list(redact), "benchmarks": benchmarks_digest},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def text_content_digest(text: str, file: str | None) -> str:
+    """The content digest of a file's text as read (sources.load_text keeps undecodable bytes as surrogate escapes,
+    so encoding gives the file's bytes back): what storage.content_digest gives for the file itself (sha256 of a
+    local file, size:crc32c of a gs:// object), so a digest planned from a listing and one taken on reading agree.
+    A JSONL record (file None): sha256 of its text."""
+    if file is None:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    data = text.encode("utf-8", "surrogateescape")
+    if is_gcs(file):
+        import base64
+
+        import google_crc32c
+
+        return f"{len(data)}:{base64.b64encode(google_crc32c.Checksum(data).digest()).decode()}"
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class FileCache:
+    """A worker's view of the run's entry store. reuse=False: every file is chunked (a clean rebuild), its entry
+    still written for the next run."""
+    root: str
+    salt: str
+    reuse: bool = True
+
+    def __post_init__(self):
+        self.store = EntryStore(self.root)
+
+    def key(self, kind: str, *parts) -> bytes:
+        return content_hash("\x00".join([self.salt, kind, *map(str, parts)]).encode())
+
+    def load(self, key: bytes):
+        """(the stored value, rebuilt?): (None, True) for a corrupt or truncated entry, (None, False) for none."""
+        if not self.reuse:
+            return None, False
+        payload, status = self.store.get(key)
+        if payload is None:
+            return None, status == "corrupt"
+        return pickle.loads(payload), False
+
+    def save(self, key: bytes, value) -> None:
+        self.store.put(key, pickle.dumps(value, PICKLE))
+
+
+@dataclass
+class ReuseTally:
+    """Per project: files (and bytes) reused and chunked, and entries found corrupt and rebuilt; the keys used."""
+    by_project: dict = field(default_factory=dict)
+    used: bytearray = field(default_factory=bytearray)
+
+    def add(self, project: str, size: int, key: bytes | None, reused: bool, rebuilt: bool) -> None:
+        if key is None:
+            return
+        counts = self.by_project.setdefault(project, Counter())
+        counts["files_reused" if reused else "files_chunked"] += 1
+        counts["bytes_reused" if reused else "bytes_chunked"] += size
+        counts["entries_rebuilt"] += rebuilt
+        self.used += key
+
+    def after_parse(self, parse: ReuseTally) -> ReuseTally:
+        """The global modes' tally: this emit pass's counts (it makes the docs) with_parse the parse pass's; the
+        keys of both."""
+        self.used += parse.used
+        self.by_project = {p: Counter(c) for p, c in with_parse(self.to_dict(), parse.to_dict()).items()}
+        return self
+
+    def to_dict(self) -> dict:
+        return {project: {k: counts[k] for k in (*COUNTS, *sorted(set(counts) - set(COUNTS)))}
+                for project, counts in sorted(self.by_project.items())}
+
+
+def totals(by_project: dict) -> dict:
+    """The counts summed over projects (each of COUNTS 0 when nothing was cached)."""
+    out = dict.fromkeys(COUNTS, 0)
+    for counts in by_project.values():
+        for k, n in counts.items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def with_parse(emitted: dict, parsed: dict) -> dict:
+    """Per-project counts of a global mode: the emit pass's, plus the parse pass's corrupt entries and its
+    `files_parsed` (the files parsed again: changed or new)."""
+    out = {project: dict(counts) for project, counts in emitted.items()}
+    for project, counts in parsed.items():
+        mine = out.setdefault(project, dict.fromkeys(COUNTS, 0))
+        mine["entries_rebuilt"] += counts["entries_rebuilt"]
+        mine["files_parsed"] = mine.get("files_parsed", 0) + counts["files_chunked"]
+    return dict(sorted(out.items()))
+
+
+def merge(parts) -> dict:
+    """Per-project counts of several partitions (ReuseTally.to_dict each) summed."""
+    out: dict = {}
+    for part in parts:
+        for project, counts in part.items():
+            mine = out.setdefault(project, dict.fromkeys(COUNTS, 0))
+            for k, n in counts.items():
+                mine[k] = mine.get(k, 0) + n
+    return dict(sorted(out.items()))

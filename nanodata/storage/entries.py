@@ -1,0 +1,124 @@
+"""A content-addressed store of entries that cannot lie: what an incremental build reuses (DEST/.cache/).
+
+An entry is bytes under a 16-byte key (the caller's digest of everything that decides them). It is written whole
+(local: its own temp name, fsync, rename; GCS: one upload) and read back only when its checksum holds: a missing,
+truncated or corrupt entry is a miss the caller rebuilds (`get` says which), never bytes handed on. This is how
+build caches (Bazel's CAS, ccache) stay correct: a key names its output, a checksum guards the bytes.
+
+Retention: each successful build records the keys it used (`record_use`); `retain(keep)` keeps the newest `keep`
+records and deletes every entry none of them names. Layout under the root, with its own format version:
+  v1/entries/ab/<32 hex>   MAGIC, payload length, blake2b-128 of the payload, payload
+  v1/used/<name>.keys      the sorted 16-byte keys one build used
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from nanodata.storage.files import atomic_output, content_hash
+from nanodata.storage.uri import delete_files, is_gcs, iter_sizes, join_uri, read_bytes, write_bytes
+
+log = logging.getLogger(__name__)
+
+STORE_FORMAT = 1  # bump when the entry layout changes: a new version starts empty beside the old one
+MAGIC = b"nde1"
+HEADER = len(MAGIC) + 8 + 16
+KEY_BYTES = 16
+KEY = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # a key as two big-endian words: sorts as its bytes do
+SWEEP_BATCH = 65_536  # entry names the sweep holds at a time
+ENTRIES, USED = "entries", "used"
+
+
+class EntryStore:
+    def __init__(self, root: str):
+        self.root = join_uri(root, f"v{STORE_FORMAT}")
+
+    def _uri(self, key: bytes) -> str:
+        name = key.hex()
+        return join_uri(self.root, ENTRIES, name[:2], name)
+
+    def get(self, key: bytes) -> tuple[bytes | None, str]:
+        """(payload, "hit"), or (None, "miss") when there is no entry, or (None, "corrupt") when its bytes are
+        truncated or do not match their checksum (logged; the caller rebuilds it)."""
+        data = read_bytes(self._uri(key))
+        if data is None:
+            return None, "miss"
+        size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little") if len(data) >= HEADER else -1
+        payload = data[HEADER:]
+        if data[:len(MAGIC)] != MAGIC or size != len(payload) or content_hash(payload) != data[len(MAGIC) + 8:HEADER]:
+            log.warning("cache entry %s is corrupt or truncated (%d bytes): rebuilt", self._uri(key), len(data))
+            return None, "corrupt"
+        return payload, "hit"
+
+    def put(self, key: bytes, payload: bytes) -> int:
+        """Write an entry whole (replacing a corrupt one); returns its size. Writers racing on one key write equal
+        bytes, each through its own temp name."""
+        data = MAGIC + len(payload).to_bytes(8, "little") + content_hash(payload) + payload
+        uri = self._uri(key)
+        if is_gcs(uri):
+            write_bytes(uri, data)
+        else:
+            with atomic_output(uri, shared=True) as f:
+                f.write(data)
+        return len(data)
+
+    def record_use(self, name: str, keys: bytes) -> int:
+        """Record the keys (16 bytes each, any order, repeats allowed) a successful build used, as `name` (names
+        sort by age: give a time-ordered one). Returns how many distinct keys."""
+        unique = np.unique(np.frombuffer(keys, dtype=KEY))
+        write_bytes(join_uri(self.root, USED, name + ".keys"), unique.tobytes())
+        return len(unique)
+
+    def retain(self, keep: int) -> dict:
+        """Delete the usage records older than the newest `keep`, then every entry no kept record names (and
+        temp files a killed writer left). Returns what was kept and deleted."""
+        records = sorted(name for name, _ in iter_sizes(join_uri(self.root, USED)) if name.endswith(".keys"))
+        cut = max(0, len(records) - keep)
+        old, kept = records[:cut], records[cut:]
+        delete_files(join_uri(self.root, USED, name) for name in old)
+        used = np.unique(np.concatenate([np.empty(0, dtype=KEY)] + [
+            np.frombuffer(read_bytes(join_uri(self.root, USED, name)) or b"", dtype=KEY) for name in kept]))
+        totals = {"builds_kept": len(kept), "records_deleted": len(old), "entries": 0, "bytes": 0,
+                  "entries_deleted": 0}
+        batch: list[tuple[str, int]] = []
+
+        def sweep() -> None:
+            keys = np.frombuffer(b"".join(_key_of(name) for name, _ in batch), dtype=KEY)
+            at = np.minimum(np.searchsorted(used, keys), max(len(used) - 1, 0))
+            keep_it = (used[at] == keys) if len(used) else np.zeros(len(keys), dtype=bool)
+            flags = list(zip(batch, keep_it.tolist(), strict=True))
+            doomed = [join_uri(self.root, ENTRIES, name) for (name, _), kept in flags if not kept]
+            totals["entries_deleted"] += delete_files(doomed)
+            totals["entries"] += len(batch) - len(doomed)
+            totals["bytes"] += sum(nbytes for (_, nbytes), kept in flags if kept)
+            batch.clear()
+
+        for entry in iter_sizes(join_uri(self.root, ENTRIES)):  # streamed: memory holds one batch of names
+            batch.append(entry)
+            if len(batch) >= SWEEP_BATCH:
+                sweep()
+        sweep()
+        log.info("cache %s: kept %d entries (%d bytes) used by the last %d builds, deleted %d", self.root,
+                 totals["entries"], totals["bytes"], len(kept), totals["entries_deleted"])
+        return totals
+
+    def size(self) -> dict:
+        """{"entries", "bytes"} of the store as it is now (one listing)."""
+        entries = size = 0
+        for _, nbytes in iter_sizes(join_uri(self.root, ENTRIES)):
+            entries += 1
+            size += nbytes
+        return {"entries": entries, "bytes": size}
+
+
+def _key_of(name: str) -> bytes:
+    """The key an entry's file name holds; 16 bytes of 0xff (named by no record) for a stray file, such as the
+    temp file of a killed writer, so the sweep deletes it."""
+    leaf = name.rsplit("/", 1)[-1]
+    try:
+        key = bytes.fromhex(leaf)
+    except ValueError:
+        key = b""
+    return key if len(key) == KEY_BYTES else b"\xff" * KEY_BYTES

@@ -1,0 +1,77 @@
+"""Basic mode's fast path (issue 31): a file that fits the budget is tokenized and emitted as one doc before any
+parse (modes.whole_file, called by the pipeline), and that doc is byte for byte the one the parsed path
+(Chunker.docs on the file's units) emits, with the same exact token count; a file that does not fit is left to
+the parsed path, which then does not emit it whole either."""
+
+from pathlib import Path
+
+import pytest
+from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, read_docs, write_jsonl
+
+from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking.fidelity import source_lines
+from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
+from nanodata.pipeline.chunking.pack import counter_for, words
+from nanodata.pipeline.chunking.units import parse_units
+
+CASES = Path(__file__).parent / "fidelity_cases"
+REAL_FILES = {**{p.name: p.read_text() for p in sorted(CASES.iterdir())},
+              **{name: (STD_HEADERS / name).read_text() for name in STD_SUBSET}, **LAYERS}
+
+
+@pytest.mark.parametrize("budget", [256, 2048, 16384])
+def test_the_fast_path_equals_the_parsed_path(budget):
+    counter = counter_for("cl100k_base")
+    emitted = 0
+    for name, text in REAL_FILES.items():
+        fast = whole_file(text, counter, budget)
+        parsed = Chunker("basic", budget, counter, Index({0: parse_units(text, counter.count_batch, False, budget)}))
+        docs = parsed.docs(0, name)
+        if fast is None:
+            assert not any(d.kind == "file" for d in docs), name
+            continue
+        emitted += 1
+        fast.source = name
+        assert docs == [fast], name
+        assert fast.tokens == counter.count(fast.text) <= budget
+        assert source_lines(fast.text) == source_lines(text)
+    assert 0 < emitted < len(REAL_FILES)  # both paths taken
+
+
+def test_a_prefix_over_budget_decides_alone():
+    """A file far over budget is refused after counting a few budgets' worth of its lines (they add up at line
+    ends); one just over budget, or with a long last line, is counted whole."""
+    counter = counter_for("cl100k_base")
+    line = "int value_{} = compute({}, \"text\");\n"
+    text = "".join(line.format(i, i) for i in range(400))
+    tokens = counter.count(text)
+    assert whole_file(text, counter, tokens - 1) is None and whole_file(text, counter, 16) is None
+    assert whole_file(text, counter, tokens).tokens == tokens
+    one_line = "x" * 5000 + "\n"
+    assert whole_file("\n\n  \n" + one_line + "\t\n", counter, 5000).text == one_line
+
+
+def test_words_bound_tokens():
+    """A file far over budget is ruled out by its words before any tokenizing: sound only while no token holds two
+    words (pack.WORD), on every real file and on text made of nothing but short words and separators."""
+    counter = counter_for("cl100k_base")
+    for text in [*REAL_FILES.values(), "a.b_c d1e f'g h\ti\nj->k::l é m"]:
+        assert words(text, len(text)) <= counter.count(text)
+    many = "int a, b, c, d, e, f, g, h;\n" * 300
+    assert words(many, len(many)) > 2048 and whole_file(many, counter, 2048) is None
+
+
+def test_squeezed_drops_only_blank_lines():
+    assert squeezed("\n  \nint a;\r\n\t\n  b();\n\n}") == "int a;\r\n  b();\n}\n"
+    assert squeezed(" \n\n") == ""
+
+
+def test_the_pipeline_emits_fitting_files_unparsed(tmp_path):
+    """A run's fitting files come out as their squeezed text, counted as a whole doc that balances and keeps
+    its lines."""
+    texts = ["int f() {\n\n  return 1;\n}\n", "#if X\nint g();\n#endif\n"]
+    out = tmp_path / "out.jsonl"
+    summary = chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", texts)], mode="basic", max_tokens=64)
+    assert [d["text"] for d in read_docs(out)] == [squeezed(t) for t in texts]
+    total = summary["fidelity"]["total"]
+    assert total["docs"] == total["balanced_docs"] == 2 and total["lines_kept_pct"] == 100.0
