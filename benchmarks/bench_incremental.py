@@ -189,9 +189,9 @@ def run_mode(work: Path, mode: str) -> bool:
     else:
         make_source(source, SIZE_MB)
     src = str(source / "trees")
-    input_bytes = sum(len(json.loads(line)["text"].encode()) for line in gzip.open(source / "trees" / "crawl.jsonl.gz",
-                                                                                    "rt")) if GIVEN_JSONL else None
-    input_bytes = input_bytes or sum(f.stat().st_size for f in Path(src).rglob("*") if f.is_file() and f.suffix in CPP)
+    crawl = source / "trees" / "crawl.jsonl.gz"
+    input_bytes = sum(f.stat().st_size for f in Path(src).rglob("*") if f.is_file() and f.suffix in CPP) + (
+        sum(len(json.loads(line)["text"].encode()) for line in gzip.open(crawl, "rt")) if crawl.exists() else 0)
     full = build(src, str(work / mode / "dest"), mode)
     names = sorted(p.name for p in Path(src).iterdir() if p.is_dir())
     changed = night(source, None if mode == "basic" else names[::6][:5])
