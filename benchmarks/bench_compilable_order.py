@@ -32,7 +32,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from nanodata.pipeline.chunking.units import parser
+from nanodata.pipeline.chunking.syntax import parser
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_TOKENS = 2048

@@ -1,4 +1,4 @@
-"""The brace lexer: where a C++ text's `{}` and `()` count, for the chunker's layout (units.py: the brace
+"""The brace lexer: where a C++ text's `{}` and `()` count, for the chunker's layout (bracefallback.py: the brace
 fallback, the tree check; pack.split_text: where a cut by lines balances) and the run's figures (fidelity.py).
 
 Balance. A doc is *balanced* when its `{}` and its `()` each never close more than they opened and

@@ -51,7 +51,7 @@ def lines_in_order(source: str, docs: list[str]) -> int:
 # ---------------------------------------------------------------- a run's figures, per project
 
 # statements (or lines) larger than the budget cut by lines (pack.Packer.cut), the docs those cuts made
-# (the only docs that may not balance), files laid out from their braces (units.py: parse-error fallback),
+# (the only docs that may not balance), files laid out from their braces (bracefallback.py),
 # types a cycle of bases / primary templates put before one of them in compilable docs (Chunker.needed_types)
 CUTS = ("oversized_statement_cuts", "cut_docs", "parse_error_regions", "type_cycles")
 FIELDS = ("lines", "lines_kept", "docs", "balanced_docs") + CUTS

@@ -37,9 +37,9 @@ from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, sum
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
+from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
-from nanodata.pipeline.chunking.units import parse_units
 from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
 from nanodata.pipeline.cleaning.licenses import allowed
 from nanodata.pipeline.cleaning.stages import Drop

@@ -8,7 +8,7 @@ from cpp_projects import STD_HEADERS, STD_SUBSET, function_texts, read_docs, wri
 
 from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
 from nanodata.pipeline.chunking.pack import counter_for
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.parse import parse_units
 
 BUDGET = 1024
 

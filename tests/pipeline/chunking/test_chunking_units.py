@@ -1,4 +1,4 @@
-"""units.py on small real C++: unit kinds, comments, namespaces, references, exact counts."""
+"""parse_units on small real C++: unit kinds, comments, namespaces, references, exact counts."""
 
 import random
 
@@ -8,7 +8,7 @@ from cpp_projects import LAYERS, read_docs, write_jsonl
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.graphs import callees_in_file, topo_order
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.tokenizer import SPLIT_PATTERN, load, save_encoding_dir
 
 

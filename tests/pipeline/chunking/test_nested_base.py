@@ -9,7 +9,7 @@ import pytest
 from cpp_projects import read_docs, write_jsonl
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.parse import parse_units
 
 LOG_READER_H = """#pragma once
 #include <cstdint>

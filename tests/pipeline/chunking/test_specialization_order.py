@@ -14,7 +14,7 @@ from cpp_projects import read_docs
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.graphs import topo_order
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.parse import parse_units
 
 BASE_H = r"""#pragma once
 #include <stddef.h>

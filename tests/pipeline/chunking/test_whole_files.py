@@ -12,7 +12,7 @@ from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
 from nanodata.pipeline.chunking.pack import counter_for, words
-from nanodata.pipeline.chunking.units import parse_units
+from nanodata.pipeline.chunking.parse import parse_units
 
 CASES = Path(__file__).parent / "fidelity_cases"
 REAL_FILES = {**{p.name: p.read_text() for p in sorted(CASES.iterdir())},
