@@ -103,18 +103,34 @@ def disk_errors(path: str | os.PathLike):
         raise
 
 
-def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
-    """Streamed digest of a local file: hex for hashlib algorithms, base64 for 'crc32c' (as GCS reports it)."""
+def _digester(algorithm: str):
+    """(update, finish) of a digest: hex for hashlib algorithms, base64 for 'crc32c' (as GCS reports it)."""
     if algorithm == "crc32c":
         checksum = google_crc32c.Checksum()
-        update, finish = checksum.update, lambda: base64.b64encode(checksum.digest()).decode()
-    else:
-        h = hashlib.new(algorithm)
-        update, finish = h.update, h.hexdigest
+        return checksum.update, lambda: base64.b64encode(checksum.digest()).decode()
+    h = hashlib.new(algorithm)
+    return h.update, h.hexdigest
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Streamed digest of a local file (see _digester for its form)."""
+    update, finish = _digester(algorithm)
     with open(path, "rb") as f:
         while block := f.read(BLOCK):
             update(block)
     return finish()
+
+
+def data_digest(data: bytes, algorithm: str = "sha256") -> str:
+    """file_digest of bytes in hand."""
+    update, finish = _digester(algorithm)
+    update(data)
+    return finish()
+
+
+def object_digest(size: int, crc32c: str) -> str:
+    """The content digest of a gs:// object (storage.content_digest's form): its size and GCS's base64 crc32c."""
+    return f"{size}:{crc32c}"
 
 
 def content_hash(data: bytes | memoryview) -> bytes:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nanodata.errors import NanodataError
-from nanodata.storage.files import atomic_output, atomic_write, file_digest
+from nanodata.storage.files import atomic_output, atomic_write, file_digest, object_digest
 from nanodata.storage.gcs import TIMEOUT, Bucket, iter_blobs, parse_gs
 from nanodata.storage.retry import with_retries
 from nanodata.storage.sides import COPY_BLOCK, Entry, GcsSide, LocalSide
@@ -234,7 +234,7 @@ def content_digest(uri: str | os.PathLike) -> str:
         with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
     except NotFound:
         raise NanodataError(f"{uri}: no such object") from None
-    return f"{blob.size}:{blob.crc32c}"
+    return object_digest(blob.size, blob.crc32c)
 
 
 def write_bytes(uri: str | os.PathLike, data: bytes) -> None:

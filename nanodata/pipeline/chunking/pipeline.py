@@ -107,7 +107,11 @@ def _through_cache(src: SourceFile, kind: str, make):
         read = text_content_digest(text, src.file)
         if read != digest:  # changed since it was planned: its entry is filed under what was read
             digest, key = read, cache.key(kind, read)
-    result = make(src, text)
+    return _saved(cache, key, rebuilt, make(src, text), digest)
+
+
+def _saved(cache: FileCache, key: bytes, rebuilt: bool, result: FileResult, digest: str | None = None) -> FileResult:
+    """A result just made, written to its entry and marked with it."""
     cache.save(key, _stored(result))
     result.key, result.rebuilt, result.digest = key, rebuilt, digest
     return result
@@ -211,10 +215,7 @@ def _emit_file(row):
     stored, rebuilt = cache.load(key)
     if stored is not None:
         return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
-    result = _chunked(gid, source, project, size, pickle.loads(blob), rank)
-    cache.save(key, _stored(result))
-    result.key, result.rebuilt = key, rebuilt
-    return result
+    return _saved(cache, key, rebuilt, _chunked(gid, source, project, size, pickle.loads(blob), rank))
 
 
 @dataclass

@@ -15,7 +15,6 @@ when one of the files it can see changed; parsing is keyed by content alone, so 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 from collections import Counter
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 
 from nanodata.storage import is_gcs
 from nanodata.storage.entries import EntryStore
-from nanodata.storage.files import content_hash
+from nanodata.storage.files import content_hash, data_digest, object_digest
 
 # bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
 # every entry then misses and is rebuilt
@@ -41,7 +40,7 @@ def settings_digest(*, mode: str, max_tokens: int, tokenizer_identity: str, cros
                        "tokenizer": tokenizer_identity, "cross_depth": cross_depth, "near": near,
                        "filters": list(filters), "redact": list(redact), "benchmarks": benchmarks_digest},
                       sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return data_digest(blob.encode())
 
 
 def text_content_digest(text: str, file: str | None) -> str:
@@ -50,15 +49,9 @@ def text_content_digest(text: str, file: str | None) -> str:
     local file, size:crc32c of a gs:// object), so a digest planned from a listing and one taken on reading agree.
     A JSONL record (file None): sha256 of its text."""
     if file is None:
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return data_digest(text.encode("utf-8", "surrogatepass"))
     data = text.encode("utf-8", "surrogateescape")
-    if is_gcs(file):
-        import base64
-
-        import google_crc32c
-
-        return f"{len(data)}:{base64.b64encode(google_crc32c.Checksum(data).digest()).decode()}"
-    return hashlib.sha256(data).hexdigest()
+    return object_digest(len(data), data_digest(data, "crc32c")) if is_gcs(file) else data_digest(data)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.licenses import NOASSERTION, detect_license, license_files
+from nanodata.storage.files import object_digest
 
 CPP_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".cpp", ".cxx", ".ipp", ".tcc")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
@@ -250,7 +251,7 @@ def _tree_entries(root: str, extensions: tuple[str, ...]):
         rel = blob.name[len(prefix):]
         if rel.lower().endswith(extensions):
             found = True
-            yield rel, int(blob.size), f"{blob.size}:{blob.crc32c}"  # as storage.content_digest gives it
+            yield rel, int(blob.size), object_digest(blob.size, blob.crc32c)  # as storage.content_digest gives it
     if not found:
         yield Problem(root, "no C++ files under this prefix"), 0, None
 
