@@ -60,7 +60,8 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
     A line that opens a block larger than split_bytes is a Part's opener (with the signature lines
     before it) and the line that closes it its closer, so such blocks are still cut between whole
     lines with their opening and closing lines; every other line (a comment or literal over several
-    lines: those lines; a small block) is a member, runs of them up to split_bytes/8 bytes together.
+    lines: those lines; a small block) is a member, runs of them up to split_bytes/8 bytes together
+    (holding one of `definitions` at most, so that a unit's name is its only definition's).
     `#if` ... `#endif` blocks that nest with the braces are blocks as well (_conditional_blocks).
     A large `namespace`/`extern "C"`/`#if` block is a scope, its members units; a unit is named after the
     largest definition tree-sitter found inside it (`definitions`: sorted (start, end, node)), if any.
@@ -73,6 +74,12 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
 
     small = builder.split_bytes // 8  # consecutive small members are one: fewer, still fine-grained cuts
     heads = _statement_heads(lines, blocks, joined)
+    definition_starts = [start for start, _, _ in definitions]
+
+    def defines(start: int, end: int) -> bool:
+        """Does a definition tree-sitter found start in bytes [start, end)? (Never without `definitions`.)"""
+        k = bisect_left(definition_starts, start)
+        return k < len(definition_starts) and definition_starts[k] < end
 
     def members(i: int, stop: int) -> list[Member]:
         out = []
@@ -95,7 +102,9 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
                 out.append(Member([builder.segment(starts[i], starts[j + 1])]))
                 branch_segments.add(out[-1].segments[0])
             elif (out and out[-1].part is None and out[-1].segments[0] not in branch_segments
-                  and starts[j + 1] - builder.spans[out[-1].segments[0]][0] <= small):
+                  and starts[j + 1] - builder.spans[out[-1].segments[0]][0] <= small
+                  # a unit holds one definition at most: it is named after it, and compilable orders it by it
+                  and not (defines(builder.spans[out[-1].segments[0]][0], starts[i]) and defines(starts[i], starts[j + 1]))):
                 builder.spans[out[-1].segments[0]] = (builder.spans[out[-1].segments[0]][0], starts[j + 1])
             elif lines[i].strip():
                 out.append(Member([builder.segment(starts[i], starts[j + 1])]))

@@ -81,7 +81,7 @@ class Chunker:
         self.packer = Packer(budget, counter, index)
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
-        self._edges: dict[tuple, list] = {}  # (root file, ref) -> call / type dependencies
+        self._edges: dict[tuple, object] = {}  # (what, root file, ref) -> call / type edges, closures, orders
         self.type_cycles: dict = {}   # type placed before a base or primary template (a cycle of those) -> why
 
     def local_calls(self, f: int) -> dict:
@@ -165,15 +165,24 @@ class Chunker:
                 self._edges[key] = out, required
             return self._edges[key]
 
-        direct = list(dict.fromkeys(t for fn in functions for t in resolve(fn)[0]))
-        everything = direct + reachable(direct, _LazyEdges(lambda ref: resolve(ref)[0])) if closure else direct
-        base = sorted(set(everything))  # (file, unit): source order within a file
-        forced: list = []
-        order = topo_order(base, {t: resolve(t)[0] for t in base}, {t: resolve(t)[1] for t in base}, forced)
-        for ref in forced:
-            needs = sorted({self.index.unit(d).name for d in resolve(ref)[1]})
-            self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
-        return order  # the named types alone too
+        def closed(ref) -> frozenset:
+            """Every type `ref` reaches (the same for every root function naming it: computed once)."""
+            key = ("closure", root_file, ref)
+            if key not in self._edges:
+                self._edges[key] = frozenset(reachable([ref], _LazyEdges(lambda t: resolve(t)[0])))
+            return self._edges[key]
+
+        direct = set(t for fn in functions for t in resolve(fn)[0])
+        base = tuple(sorted(direct.union(*map(closed, direct)) if closure else direct))  # (file, unit): source order
+        key = ("order", root_file, base)  # roots that name the same types share their order
+        if key not in self._edges:
+            forced: list = []
+            order = topo_order(base, {t: resolve(t)[0] for t in base}, {t: resolve(t)[1] for t in base}, forced)
+            for ref in forced:
+                needs = sorted({self.index.unit(d).name for d in resolve(ref)[1]})
+                self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
+            self._edges[key] = order
+        return self._edges[key]  # the named types alone too
 
     def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
         packer = self.packer

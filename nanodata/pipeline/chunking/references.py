@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from functools import lru_cache
 
 from tree_sitter import Query, QueryCursor
 
@@ -48,13 +49,23 @@ def _call_qualifier(text: str) -> str:
     return _last_name(_strip_template_args(text).rpartition("::")[0])
 
 
+@lru_cache(maxsize=4096)
+def _specialization_head(name: str) -> re.Pattern:
+    """`class|struct|union [attributes] [scope::]name <`: compiled once per name (re's own cache holds
+    512 patterns, fewer than a large file's type names)."""
+    return re.compile(rb"\b(?:class|struct|union)\s+(?:\w+\s+)*(?:[\w:]*::)?" + re.escape(name.encode())
+                      + rb"\s*<")
+
+
 def _is_specialization(unit: Unit, data: bytes) -> bool:
     """A type unit written `class X<...>` (a partial or explicit specialization of the template X)."""
     if unit.kind != "type" or not unit.name:
         return False
-    head = data[unit.start:unit.end].split(b"{", 1)[0]
-    return re.search(rb"\b(?:class|struct|union)\s+(?:\w+\s+)*(?:[\w:]*::)?" + re.escape(unit.name.encode())
-                     + rb"\s*<", head) is not None
+    brace = data.find(b"{", unit.start, unit.end)
+    head = data[unit.start:brace if brace >= 0 else unit.end]
+    if b"<" not in head:  # the common case, decided without a pattern
+        return False
+    return _specialization_head(unit.name).search(head) is not None
 
 
 def _references(tree, units: list[Unit], data: bytes) -> None:

@@ -362,3 +362,65 @@ int use() {
     assert total["type_cycles"] == 1
     assert total["type_cycle_examples"] == ["fmt/cycle.cc: Left before Right"]
     assert summary["fidelity"]["by_project"]["fmt"]["type_cycle_examples"] == total["type_cycle_examples"]
+
+
+# spdlog's bundled fmt core.h: small definitions side by side in a file laid out from its braces. Runs of small
+# members were one unit, named after one definition, which hid the others from the order: `unformattable_const`
+# came before `unformattable`, the specialization `is_named_arg<named_arg<...>>` before its primary template.
+# Here (placed in base.h, which falls back) `count` and `unformattable` made one unit, a function that `mapped`
+# calls, so `mapped`'s doc placed the type `unformattable_const` first, `count`'s unit and its base after it.
+CORE_DEFS = r"""template <typename Char> struct named_arg_info {
+  const Char* name;
+  int id;
+};
+template <typename Char, typename T> struct named_arg {
+  const Char* name;
+  const T& value;
+};
+template <typename Char>
+inline void init_named_args(named_arg_info<Char>*, int, int) {}
+template <typename T> struct is_named_arg : std::false_type {};
+template <typename T, typename Char>
+struct is_named_arg<named_arg<Char, T>> : std::true_type {};
+template <bool B = false> constexpr auto count() -> int {
+  // the named arguments: one for each B that is true, none otherwise
+  return B ? 1 : 0;
+}
+struct unformattable {};
+struct unformattable_char : unformattable {};
+struct unformattable_const : unformattable {};
+struct unformattable_pointer : unformattable {};
+template <typename T> auto map(T* v) -> unformattable_pointer { return {}; }
+template <typename T> auto map(const T& v) -> unformattable_const { return {}; }
+template <typename T> auto named(const T& arg, const unformattable_char* none) -> bool {
+  return is_named_arg<T>::value && none == nullptr;
+}
+template <typename T> auto mapped(const T& arg, const unformattable_const* none) -> bool {
+  return count<true>() == 1 && none == nullptr;
+}
+"""
+CORE_H = BASE_H.replace("namespace detail {\n", "namespace detail {\n" + CORE_DEFS, 1)
+CORE_PAIRS = [("struct unformattable {};", "struct unformattable_const : unformattable"),
+              ("struct unformattable {};", "struct unformattable_pointer : unformattable"),
+              ("struct unformattable {};", "struct unformattable_char : unformattable"),
+              ("struct is_named_arg : std::false_type", "struct is_named_arg<named_arg<Char, T>>")]
+
+
+@pytest.mark.parametrize("max_tokens", [128, 192, 256, 512, 2048])
+def test_fallback_keeps_small_definitions_apart(tmp_path, max_tokens):
+    count = lambda texts: [len(t) for t in texts]  # noqa: E731
+    fu = parse_units(CORE_H, count, split_bytes=max_tokens)
+    assert fu.parse_error_regions == 1  # laid out from its braces
+    types = [u.name for u in fu.units if u.kind == "type"]
+    for name in ("unformattable", "unformattable_char", "unformattable_const", "unformattable_pointer"):
+        assert types.count(name) == 1, types
+    assert types.count("is_named_arg") == 2, types
+    docs, summary = _chunk(tmp_path, {"include/fmt/core.h": CORE_H}, max_tokens)
+    together = dict.fromkeys(CORE_PAIRS, 0)
+    for text in (d["text"] for d in docs if d["kind"] != "split"):
+        for first, then in CORE_PAIRS:
+            if first in text and then in text:
+                together[(first, then)] += 1
+                assert text.index(first) < text.index(then), (first, then, text)
+    assert all(together.values()), together
+    assert summary["fidelity"]["total"]["type_cycles"] == 0
