@@ -26,8 +26,9 @@ from nanodata.storage.files import content_hash, data_digest, object_digest
 
 # bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
 # every entry then misses and is rebuilt
-CHUNK_FORMAT = 3  # 2: basic fitting files never parsed (blank lines dropped), blocks split between statements;
-# 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles
+CHUNK_FORMAT = 4  # 2: basic fitting files never parsed (blank lines dropped), blocks split between statements;
+# 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
+# 4: a brace-fallback unit holds one definition at most
 PICKLE = pickle.HIGHEST_PROTOCOL
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
