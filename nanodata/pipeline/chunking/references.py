@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
+from operator import attrgetter
 
 from tree_sitter import Query, QueryCursor
 
@@ -77,15 +78,19 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
                                     "base": [{} for _ in units]}
     for label, buckets in found.items():
         # captures come back in an order that varies from call to call: sort for determinism
-        nodes = sorted(captures.get(label, ()), key=lambda n: (n.start_byte, n.end_byte))
+        nodes = sorted(captures.get(label, ()), key=attrgetter("start_byte", "end_byte"))
         for node in nodes:
             start, end = node.start_byte, node.end_byte
             i = bisect_right(starts, start) - 1
             if i >= 0 and end <= units[i].end:
                 raw = data[start:end]  # bytes: decode only the distinct names
-                qualifier = (_call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else
-                             _type_qualifier(node) if label == "type" else "")
-                buckets[i].setdefault(raw, set()).add(qualifier)
+                used = buckets[i].get(raw)
+                if used is None:
+                    used = buckets[i][raw] = set()
+                elif "" in used:  # used unqualified: its qualifiers are dropped (below), so not worth reading
+                    continue
+                used.add(_call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else
+                         _type_qualifier(node) if label == "type" else "")
     for unit, calls, types, bases in zip(units, found["call"], found["type"], found["base"], strict=False):
         qualifiers: dict[tuple, set] = {}
         for raw, used in calls.items():

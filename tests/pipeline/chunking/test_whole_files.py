@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, read_docs, write_jsonl
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
-from nanodata.pipeline.chunking.pack import counter_for, words
+from nanodata.pipeline.chunking.pack import WORD, counter_for, words
 from nanodata.pipeline.chunking.parse import parse_units
 
 CASES = Path(__file__).parent / "fidelity_cases"
@@ -59,6 +61,14 @@ def test_words_bound_tokens():
         assert words(text, len(text)) <= counter.count(text)
     many = "int a, b, c, d, e, f, g, h;\n" * 300
     assert words(many, len(many)) > 2048 and whole_file(many, counter, 2048) is None
+
+
+@settings(max_examples=500, derandomize=True)
+@given(st.text(alphabet=st.characters(max_codepoint=0x17f)), st.integers(0, 60))
+@example("`Az[z@{é b", 9)
+def test_words_counts_what_the_word_pattern_finds(text, stop):
+    """The numpy count of ASCII text agrees with pack.WORD (whose guards it drops) on any prefix."""
+    assert words(text, stop) == len(WORD.findall(text, 0, stop))
 
 
 def test_squeezed_drops_only_blank_lines():
