@@ -629,8 +629,8 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
         if local:
             docs = tmp / f"docs-{number:05d}.jsonl"
-            staged.append((number, str(docs), stage_docs(chunk_items(partition, settings, workers, tally, bar, sink), docs,
-                                                        settings["mode"])))
+            results = chunk_items(partition, settings, workers, tally, bar, sink)
+            staged.append((number, str(docs), stage_docs(results, docs, settings["mode"])))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
             parse_items(partition, settings, workers, stores[-1], tally, bar, sink)

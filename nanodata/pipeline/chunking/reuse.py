@@ -25,10 +25,10 @@ from nanodata.storage.entries import EntryStore
 from nanodata.storage.files import content_hash, data_digest, object_digest
 
 # bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
-# every entry then misses and is rebuilt
-CHUNK_FORMAT = 4  # 2: basic fitting files never parsed (blank lines dropped), blocks split between statements;
-# 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
+# every entry then misses and is rebuilt. 2: basic fitting files never parsed (blank lines dropped), blocks split
+# between statements; 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
 # 4: a brace-fallback unit holds one definition at most
+CHUNK_FORMAT = 4
 PICKLE = pickle.HIGHEST_PROTOCOL
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
