@@ -51,8 +51,9 @@ def _wait_for_file(path: Path, follow: bool, idle_timeout: float) -> None:
 
 
 def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = False,
-                idle_timeout: float = 60.0, block_size: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """Yield (byte offset of the block, block of whole lines); every block but the file's last ends in a newline."""
+                idle_timeout: float = 60.0, block_size: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    """Yield (byte offset of the block, block of whole lines); every block but the file's last ends in a newline.
+    A block is a view of what was read, up to its last newline (no copy of a few MB per block)."""
     path, block_size = Path(path), block_size or BLOCK
     _wait_for_file(path, follow, idle_timeout)
     marker = done_marker(path)
@@ -69,7 +70,7 @@ def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = Fals
             start, block = offset, f.read(want)
             cut = block.rfind(b"\n") + 1
             if cut:
-                yield offset, block if cut == len(block) else block[:cut]
+                yield offset, memoryview(block)[:cut]
                 offset += cut
             grew = start + len(block) > seen
             if grew:
@@ -81,13 +82,13 @@ def read_blocks(path: str | os.PathLike, offset: int = 0, *, follow: bool = Fals
                     break
                 time.sleep(POLL_SECONDS)
         if block[cut:]:  # the writer is done, so an unterminated last line is as complete as it gets
-            yield offset, block[cut:]
+            yield offset, memoryview(block)[cut:]
 
 
-def line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+def line_bounds(block: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) byte positions of each line in a block; `end` is just past its newline."""
     ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
-    if block and not block.endswith(b"\n"):
+    if len(block) and block[-1] != ord("\n"):
         ends = np.append(ends, len(block))
     starts = np.concatenate(([0], ends[:-1]))
     return starts, ends
@@ -177,11 +178,11 @@ def rows_to_table(rows: list[tuple]) -> pa.Table:
     return pa.table([pa.array(col, type=field.type) for col, field in zip(columns, SCHEMA, strict=False)], schema=SCHEMA)
 
 
-def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
+def _plain_lines(block: bytes | memoryview, starts: np.ndarray) -> bool:
     """Valid UTF-8, no blank line, no leading byte order mark. Arrow's reader checks none of these: it reads
     invalid UTF-8 into strings, and skips a blank line (or a BOM-only first line), so such a line next to a
     line holding two objects would pass its row count."""
-    if block.startswith(codecs.BOM_UTF8):
+    if bytes(block[:len(codecs.BOM_UTF8)]) == codecs.BOM_UTF8:
         return False
     # Arrow's UTF-8 check accepts what Python's decoder accepts, without making a str of the block
     whole = pa.LargeStringArray.from_buffers(1, pa.py_buffer(np.array([0, len(block)], dtype=np.int64)),
@@ -194,7 +195,7 @@ def _plain_lines(block: bytes, starts: np.ndarray) -> bool:
     return bool((np.maximum.reduceat(np.frombuffer(block, dtype=np.uint8), starts) > 32).all())
 
 
-def _parse_block_fast(block: bytes, starts: np.ndarray) -> pa.Table | None:
+def _parse_block_fast(block: bytes | memoryview, starts: np.ndarray) -> pa.Table | None:
     """Arrow's C++ JSON reader, accepted only when every line is a good doc (else None).
 
     Whatever it accepts, parse_doc accepts with the same values, so which path a line takes
@@ -216,7 +217,7 @@ def _parse_block_fast(block: bytes, starts: np.ndarray) -> pa.Table | None:
     return table
 
 
-def parse_block(block: bytes) -> ParsedBlock:
+def parse_block(block: bytes | memoryview) -> ParsedBlock:
     """Parse a block of whole lines: the fast path for clean blocks, line by line otherwise."""
     starts, ends = line_bounds(block)
     table = _parse_block_fast(block, starts) if len(starts) else None
@@ -225,7 +226,7 @@ def parse_block(block: bytes) -> ParsedBlock:
     rows, index, bad = [], [], []
     for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=False)):
         try:
-            rows.append(parse_doc(block[start:end].rstrip(b"\n")))
+            rows.append(parse_doc(bytes(block[start:end]).rstrip(b"\n")))
             index.append(i)
         except BadLine as exc:
             bad.append((i, exc.kind, str(exc)))

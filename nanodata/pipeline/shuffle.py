@@ -11,7 +11,8 @@ A spool holds a shard's docs in a local file and only a key and a few lengths pe
 reads them back in key order and closes a row group at `row_group_rows` or `row_group_bytes`, a file at
 `rows_per_file` or `file_bytes` (bytes of the docs' JSON lines). Memory is one row group, whatever the doc
 sizes or the shard's row count. `SortedSpool` takes raw JSON lines and parses them when it writes (the
-DAG's shards); `RowSpool` takes rows already parsed and writes them without parsing again (to-parquet).
+DAG's shards); `RowSpool` takes rows already parsed, spooled in sorted runs, and writes them without parsing
+again (to-parquet).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +42,6 @@ def text_digest(text: bytes) -> bytes:
     return content_hash(text)
 
 
-def text_digests_of(texts) -> list[bytes]:
-    # storage.files.content_hash's rule in one comprehension, no call per doc: to-parquet hashes every doc three times
-    blake2b = hashlib.blake2b
-    return [blake2b(text, digest_size=16).digest() for text in texts]
-
-
 def _one_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """The column as one array; combine_chunks would copy even a single chunk."""
     if isinstance(column, pa.Array):
@@ -54,21 +50,36 @@ def _one_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def text_digests(texts: pa.ChunkedArray | pa.Array) -> list[bytes]:
-    """text_digest of every string of an Arrow column, hashed from its buffers (no Python strings made)."""
+    """text_digest of every string of an Arrow column, hashed from its buffers (no Python strings made):
+    storage.files.content_hash's rule in one comprehension, no call per doc (to-parquet hashes every doc)."""
     texts = _one_array(texts)
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset:texts.offset + len(texts) + 1].tolist()
-    data = memoryview(texts.buffers()[2] or b"")
-    return text_digests_of(data[a:b] for a, b in zip(offsets, offsets[1:], strict=False))
+    offsets = _offsets(texts).tolist()
+    data, blake2b = memoryview(texts.buffers()[2] or b""), hashlib.blake2b
+    return [blake2b(data[a:b], digest_size=16).digest() for a, b in zip(offsets, offsets[1:], strict=False)]
 
 
-def _seeded_all(digests, seed: int, what: str) -> list[int]:
-    # a keyed hash per purpose: split, order and routing are independent of each other
-    key, blake2b, from_bytes = f"nanodata-{what}-{seed}".encode(), hashlib.blake2b, int.from_bytes
-    return [from_bytes(blake2b(digest, digest_size=8, key=key).digest(), "big") for digest in digests]
+@lru_cache(maxsize=64)
+def _keyed(seed: int, what: str):
+    """The keyed hash of a purpose (split, order and routing are independent of each other), copied per digest:
+    the key block is hashed once, not per doc."""
+    return hashlib.blake2b(digest_size=8, key=f"nanodata-{what}-{seed}".encode())
+
+
+def _seeded_all(digests, seed: int, what: str) -> np.ndarray:
+    """_seeded of every digest, as an array."""
+    copy, hashes = _keyed(seed, what).copy, []
+    for digest in digests:
+        keyed = copy()
+        keyed.update(digest)
+        hashes.append(keyed.digest())
+    return np.frombuffer(b"".join(hashes), dtype=">u8").astype(np.uint64)
 
 
 def _seeded(digest: bytes, seed: int, what: str) -> int:
-    return _seeded_all([digest], seed, what)[0]
+    """A seeded 64-bit hash of a digest for one purpose: its keyed blake2b-64, big-endian."""
+    keyed = _keyed(seed, what).copy()
+    keyed.update(digest)
+    return int.from_bytes(keyed.digest(), "big")
 
 
 def is_val(digest: bytes, seed: int, val_fraction: float) -> bool:
@@ -77,7 +88,7 @@ def is_val(digest: bytes, seed: int, val_fraction: float) -> bool:
 
 def val_mask(digests: list[bytes], seed: int, val_fraction: float) -> np.ndarray:
     """is_val of every digest (the key made once, not per doc)."""
-    return np.array(_seeded_all(digests, seed, "val"), dtype=np.uint64) < np.uint64(int(val_fraction * 2 ** 64))
+    return _seeded_all(digests, seed, "val") < np.uint64(int(val_fraction * 2 ** 64))
 
 
 def shuffle_key(digest: bytes, seed: int) -> int:
@@ -85,7 +96,7 @@ def shuffle_key(digest: bytes, seed: int) -> int:
 
 
 def shuffle_keys(digests: list[bytes], seed: int) -> np.ndarray:
-    return np.array(_seeded_all(digests, seed, "order"), dtype=np.uint64)
+    return _seeded_all(digests, seed, "order")
 
 
 def shard_of(digest: bytes, seed: int, shards: int) -> int:
@@ -112,7 +123,6 @@ class _Spool:
         with disk_errors(self.path):
             self.file = open(self.path, "w+b")
         self.keys, self.weights = array("Q"), array("Q")
-        self.starts = array("Q")  # where each row's record starts in the spool file
         self.bytes = 0  # sum of the weights
         self.spooled = 0  # bytes in the spool file
 
@@ -140,29 +150,41 @@ class _Spool:
         """Write the spooled docs sorted by key into name_of(0), name_of(1), ... (local paths, each written
         whole: temp + rename); returns [{"name", "rows", "bytes", "sha256", "crc32c", "tokens"}] per file."""
         self.file.flush()
-        order = np.argsort(np.frombuffer(self.keys, dtype=np.uint64), kind="stable").tolist()
-        weights = self.weights
+        order = np.argsort(np.frombuffer(self.keys, dtype=np.uint64), kind="stable")
+        weights = np.frombuffer(self.weights, dtype=np.uint64)[order]
         files: list[dict] = []
-        i, n = 0, len(order)
-        while i < n:
+        for groups in row_groups(weights, rows_per_file=rows_per_file, file_bytes=file_bytes,
+                                 row_group_rows=row_group_rows, row_group_bytes=row_group_bytes):
             path = Path(name_of(len(files)))
-            rows = tokens = size = 0
+            tokens = 0
             with atomic_output(path) as f, pq.ParquetWriter(f, SCHEMA, compression=compression) as writer:
-                while i < n and rows < rows_per_file and size < file_bytes:
-                    group, group_bytes = [], 0
-                    while (i < n and len(group) < row_group_rows and group_bytes < row_group_bytes
-                           and rows + len(group) < rows_per_file and size + group_bytes < file_bytes):
-                        group.append(order[i])
-                        group_bytes += weights[order[i]]
-                        i += 1
-                    table = self._table(group)
-                    writer.write_table(table, row_group_size=len(group))
+                for start, stop in groups:
+                    table = self._table(order[start:stop])
+                    writer.write_table(table, row_group_size=stop - start)
                     n_tokens = table.column("n_tokens")
                     tokens = None if tokens is None or n_tokens.null_count else tokens + (pc.sum(n_tokens).as_py() or 0)
-                    rows += len(group)
-                    size += group_bytes
-            files.append({"name": path.name, "rows": rows, **file_digests(path), "tokens": tokens})
+            files.append({"name": path.name, "rows": groups[-1][1] - groups[0][0], **file_digests(path), "tokens": tokens})
         return files
+
+
+def row_groups(weights: np.ndarray, *, rows_per_file: int, file_bytes: int, row_group_rows: int,
+               row_group_bytes: int) -> list[list[tuple[int, int]]]:
+    """How rows of these weights, in this order, fill files of row groups: per file, its groups' (start, stop).
+    A group closes at row_group_rows rows, or with the row that brings its weight to row_group_bytes, or where
+    its file closes: at rows_per_file rows, or with the row that brings the file's weight to file_bytes. Found
+    by a search on the running weight per group, not a step per row (a shard holds hundreds of thousands)."""
+    ends = np.cumsum(weights, dtype=np.uint64)   # the weight up to and including each row
+    files, start, n = [], 0, len(weights)
+    while start < n:
+        groups, rows, size = [], 0, 0
+        while start < n and rows < rows_per_file and size < file_bytes:
+            before = int(ends[start - 1]) if start else 0
+            heavy = int(np.searchsorted(ends, before + min(row_group_bytes, file_bytes - size), side="left")) + 1
+            stop = min(n, start + row_group_rows, start + rows_per_file - rows, heavy)
+            groups.append((start, stop))
+            rows, size, start = rows + stop - start, size + int(ends[stop - 1]) - before, stop
+        files.append(groups)
+    return files
 
 
 class SortedSpool(_Spool):
@@ -170,7 +192,7 @@ class SortedSpool(_Spool):
 
     def __init__(self, path: Path):
         super().__init__(path)
-        self.lengths = array("Q")
+        self.starts, self.lengths = array("Q"), array("Q")   # where each line is in the spool file
 
     def add(self, key: int, line: bytes) -> None:
         """line: one JSON doc ending in a newline."""
@@ -197,6 +219,12 @@ def _offsets(array: pa.Array) -> np.ndarray:
     return np.frombuffer(array.buffers()[1], dtype=np.int32)[array.offset:array.offset + len(array) + 1]
 
 
+def _data(array: pa.Array) -> memoryview:
+    """The bytes of a string array's values, back to back."""
+    at = _offsets(array)
+    return memoryview(array.buffers()[2] or b"")[at[0]:at[-1]]
+
+
 def _strings(sizes: np.ndarray, data: bytearray, valid: np.ndarray | None = None) -> pa.Array:
     """A string array over `data` (no copy): value i is the next sizes[i] bytes; null where not valid."""
     offsets = np.concatenate(([0], np.cumsum(sizes)))
@@ -214,62 +242,68 @@ def _validity(valid: np.ndarray) -> pa.Buffer | None:
 class RowSpool(_Spool):
     """Rows already parsed, spooled as UTF-8 bytes, so that writing them parses nothing.
 
-    A row's record is its text, then its mode, source and kind back to back. Memory holds where it
-    starts, the text's length, each metadata field's length (-1 - length where it is null) and n_tokens
-    (-1 where it is null), beside the key and the weight. One read per row fills the text column's
-    buffer and the metadata's."""
+    Each add_rows call spools its rows as a run sorted by key (ties: the order given): their texts back to
+    back, then their mode, source and kind strings back to back. A row group of the sorted shard is a range of
+    keys, so its rows lie in one stretch of each run: writing it reads a few stretches (two per run), not a
+    record per row, then puts the rows in key order with Arrow's take. Memory holds, per row, its key and
+    weight, where its text and its metadata start in the file, the text's length, each metadata field's
+    length (-1 - length where it is null) and n_tokens (-1 where it is null)."""
 
     def __init__(self, path: Path):
         super().__init__(path)
+        self.text_at, self.meta_at = array("Q"), array("Q")
         self.texts, self.fields, self.n_tokens = array("Q"), array("q"), array("q")
 
     def add_rows(self, keys: np.ndarray, weights: np.ndarray, table: pa.Table, rows: np.ndarray) -> None:
         """table's rows `rows` (SCHEMA), with their sort keys and weights (the bytes of their JSON lines)."""
         if not len(rows):
             return
-        text = _one_array(table.column("text"))
-        text_at, text_data = _offsets(text), memoryview(text.buffers()[2] or b"")
-        text_sizes = np.diff(text_at)[rows]
-        # one gather puts each row's metadata strings side by side, rows in the order given
+        by_key = np.argsort(keys, kind="stable")
+        keys, weights, rows = keys[by_key], weights[by_key], np.asarray(rows)[by_key]
+        text = _one_array(table.column("text")).take(pa.array(rows))
+        # one gather puts each row's metadata strings side by side, rows in key order
         take = (np.arange(len(META_FIELDS)) * table.num_rows + rows[:, None]).ravel()
         meta = pa.concat_arrays([_one_array(table.column(name)) for name in META_FIELDS]).take(pa.array(take))
-        meta_at, meta_data = _offsets(meta), memoryview(meta.buffers()[2] or b"")
-        parts = []
-        for a, b, c, d in zip(text_at[rows].tolist(), text_at[rows + 1].tolist(), meta_at[:-1:3].tolist(),
-                              meta_at[3::3].tolist(), strict=True):
-            parts += (text_data[a:b], meta_data[c:d])
-        sizes = np.diff(meta_at)
-        lengths = text_sizes + sizes.reshape(-1, len(META_FIELDS)).sum(axis=1)
-        _extend(self.starts, self.spooled + np.cumsum(lengths) - lengths)
+        text_sizes, sizes = np.diff(_offsets(text)), np.diff(_offsets(meta))
+        meta_sizes = sizes.reshape(-1, len(META_FIELDS)).sum(axis=1)
+        text_bytes = int(text_sizes.sum())
+        _extend(self.text_at, self.spooled + np.cumsum(text_sizes) - text_sizes)
+        _extend(self.meta_at, self.spooled + text_bytes + np.cumsum(meta_sizes) - meta_sizes)
         _extend(self.texts, text_sizes)
         _extend(self.fields, np.where(meta.is_null().to_numpy(zero_copy_only=False), -1 - sizes, sizes))
         _extend(self.n_tokens, pc.fill_null(table.column("n_tokens"), -1).to_numpy()[rows])
         _extend(self.keys, keys)
         _extend(self.weights, weights)
         self.bytes += int(weights.sum())
-        self._spool(b"".join(parts))
+        self._spool(_data(text))
+        self._spool(_data(meta))
 
-    def _table(self, rows: list[int]) -> pa.Table:
-        index = np.array(rows)
-        texts = np.frombuffer(self.texts, dtype=np.uint64)[index]
-        fields = np.frombuffer(self.fields, dtype=np.int64).reshape(-1, len(META_FIELDS))[index].ravel()
+    def _table(self, rows: np.ndarray) -> pa.Table:
+        spooled = np.sort(rows)   # file order: a stretch of each run
+        texts = np.frombuffer(self.texts, dtype=np.uint64)[spooled]
+        fields = np.frombuffer(self.fields, dtype=np.int64).reshape(-1, len(META_FIELDS))[spooled].ravel()
         valid = fields >= 0
         metas = np.where(valid, fields, -1 - fields)
-        text_data, meta_data = bytearray(int(texts.sum())), bytearray(int(metas.sum()))
-        text_view, meta_view = memoryview(text_data), memoryview(meta_data)
-        text_at = np.cumsum(texts).tolist()
-        meta_at = np.cumsum(metas.reshape(-1, len(META_FIELDS)).sum(axis=1)).tolist()
-        fd, preadv, got, t, m = self.file.fileno(), os.preadv, 0, 0, 0
-        for start, t_end, m_end in zip(np.frombuffer(self.starts, dtype=np.uint64)[index].tolist(), text_at, meta_at,
-                                       strict=True):
-            got += preadv(fd, [text_view[t:t_end], meta_view[m:m_end]], start)
-            t, m = t_end, m_end
-        if got != len(text_data) + len(meta_data):
-            raise NanodataError(f"{self.path}: the spool is shorter than the rows it holds")
+        text_data = self._read(np.frombuffer(self.text_at, dtype=np.uint64)[spooled], texts)
+        meta_data = self._read(np.frombuffer(self.meta_at, dtype=np.uint64)[spooled],
+                               metas.reshape(-1, len(META_FIELDS)).sum(axis=1))
+        back = np.searchsorted(spooled, rows)   # file order -> key order
         meta = _strings(metas, meta_data, valid)
-        columns = {name: meta.take(pa.array(np.arange(k, len(fields), len(META_FIELDS))))
-                   for k, name in enumerate(META_FIELDS)}
-        columns["text"] = _strings(texts, text_data)
-        n_tokens = np.frombuffer(self.n_tokens, dtype=np.int64)[index]
+        columns = {name: meta.take(pa.array(back * len(META_FIELDS) + k)) for k, name in enumerate(META_FIELDS)}
+        columns["text"] = _strings(texts, text_data).take(pa.array(back))
+        n_tokens = np.frombuffer(self.n_tokens, dtype=np.int64)[rows]
         columns["n_tokens"] = pa.Array.from_buffers(pa.int64(), len(rows), [_validity(n_tokens >= 0), pa.py_buffer(n_tokens)])
         return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
+
+    def _read(self, at: np.ndarray, sizes: np.ndarray) -> bytearray:
+        """Records (where, length), in file order, back to back: one read per stretch of adjacent records."""
+        data = bytearray(int(sizes.sum()))
+        ends = at + sizes
+        breaks = (np.flatnonzero(at[1:] != ends[:-1]) + 1).tolist()   # where a record does not follow the last
+        view, filled = memoryview(data), 0
+        for first, last in zip([0, *breaks], [*breaks, len(at)], strict=True):
+            size = int(ends[last - 1] - at[first])
+            if os.preadv(self.file.fileno(), [view[filled:filled + size]], int(at[first])) != size:
+                raise NanodataError(f"{self.path}: the spool is shorter than the rows it holds")
+            filled += size
+        return data

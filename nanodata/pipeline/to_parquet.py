@@ -112,7 +112,7 @@ class Converter:
         self.save_progress(spool)
         self.train = RowSpool(self.out / TRAIN_SPOOL)
 
-    def consume(self, path: str, block_start: int, block: bytes, spool) -> None:
+    def consume(self, path: str, block_start: int, block: memoryview, spool) -> None:
         """Route one block's docs to the val spool / train spool in line order, flushing (and checkpointing)
         when the train spool holds rows_per_file docs or shard_bytes bytes: the checkpoint written there
         covers exactly the lines before it, their bad-line counts and val rows, no more. Each line is parsed
@@ -120,7 +120,7 @@ class Converter:
         parsed = parse_block(block)
         lines, ends = parsed.lines, parsed.ends
         widths = ends - parsed.starts
-        if block and not block.endswith(b"\n"):
+        if len(block) and block[-1] != ord("\n"):
             widths[-1] += 1  # a last line without its newline is spooled with one
         digests = text_digests(parsed.table.column("text"))
         seed = self.params["seed"]
@@ -141,7 +141,7 @@ class Converter:
             self.train.add_rows(keys[routed], weights[routed], parsed.table, routed)
             for row in np.flatnonzero(val[done_rows:upto]) + done_rows:
                 line = lines[row]
-                spool.write(block[parsed.starts[line]:ends[line]].rstrip(b"\n") + b"\n")
+                spool.write(bytes(block[parsed.starts[line]:ends[line]]).rstrip(b"\n") + b"\n")
                 self.state["val_rows"] += 1
             if flush is None:
                 break

@@ -93,7 +93,7 @@ def test_reader_resumes_from_an_offset_and_splits_lines(tmp_path):
     path.write_bytes(b"a\nbb\nccc\ndd")
     blocks = list(read_blocks(path, offset=2, block_size=4))
     assert b"".join(b for _, b in blocks) == b"bb\nccc\ndd"
-    assert all(b.endswith(b"\n") for _, b in blocks[:-1]) and blocks[-1] == (9, b"dd")
+    assert all(bytes(b).endswith(b"\n") for _, b in blocks[:-1]) and blocks[-1] == (9, b"dd")
     starts, ends = line_bounds(b"bb\nccc\ndd")
     assert starts.tolist() == [0, 3, 7] and ends.tolist() == [3, 7, 9]
 
