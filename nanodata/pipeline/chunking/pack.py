@@ -28,22 +28,41 @@ _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", 
                    "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
 
 
-# A word: a run of ASCII letters between ASCII non-letters. A split pattern keeps letters apart from digits, `_`,
-# punctuation and spaces (every tiktoken pattern does: checked by _check_additive), so each word lies in a token of
-# its own and a text holds at least as many tokens as words.
+# A lower bound on a text's tokens, counted without tokenizing: its *pieces*, which no token holds two of. A split
+# pattern we accept (checked by _check_additive on _PROBE_PIECES) keeps apart runs of letters, runs of digits,
+# runs of other non-space characters ("marks") and spaces. It may join one mark to the word right after it
+# (`(x`, `.y` are one pre-token), and a word right after an apostrophe to it (`'s`, `'ll`: contractions), so those
+# are not counted. In ASCII text (PIECE, as a pattern; counted with numpy, no string per piece):
+PIECE = re.compile(r"(?<![A-Za-z'])[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]{2,}|[^\sA-Za-z0-9](?![A-Za-z])", re.ASCII)
+# In other text only words count, a run of ASCII letters between ASCII non-letters (a non-ASCII letter may join it).
 WORD = re.compile(r"(?<![^\x00-\x7f])[A-Za-z]+(?![^\x00-\x7f])")
-_PROBE_WORDS = ["a_b c.d e1f g'h", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1"]
+_PROBE_PIECES = ["a_b c.d e1f g'h it's x'll", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1",
+                 "std::vector<int> v{1, 2}; // (c) 0x1F 1e-5 i++ --j x<<=2;", "((a)) [[b]] #include <a/b.h>",
+                 "\"str\" 'c' '\\n' $x @y `z` ~w !v"]
 
 
-def words(text: str, stop: int) -> int:
-    """The words of text[:stop], a lower bound on its tokens (see WORD). In ASCII text WORD's guards always hold:
-    the words are the runs of letters, counted where a letter follows a non-letter (numpy, no string per word)."""
+def pieces(text: str, stop: int) -> int:
+    """The pieces of text[:stop] (see PIECE): a lower bound on its tokens. In ASCII text, counted where a run of
+    letters, digits or marks starts, less the runs PIECE leaves out (a word after an apostrophe, one mark before
+    a word); in other text, its words (WORD)."""
     head = text[:stop]
     if not head.isascii():
         return len(WORD.findall(head))
     codes = np.frombuffer(head.encode("ascii"), dtype=np.uint8)
     letter = (codes | np.uint8(0x20)) - np.uint8(ord("a")) < 26  # (uint8: below `a` wraps round, past 25)
-    return int(np.count_nonzero(letter[1:] & ~letter[:-1])) + int(letter[:1].sum())
+    digit = codes - np.uint8(ord("0")) < 10
+    mark = ~(letter | digit | (codes == ord(" ")) | (codes - np.uint8(9) < 5))   # 9-13: tab, newlines, VT, FF
+
+    def before(m: np.ndarray) -> np.ndarray:   # m at the character before
+        return np.concatenate(([False], m[:-1]))
+
+    def after(m: np.ndarray) -> np.ndarray:   # m at the character after
+        return np.concatenate((m[1:], [False]))
+
+    words = letter & ~before(letter) & ~before(codes == ord("'"))
+    marks = mark & ~before(mark)
+    lone = marks & ~after(mark) & after(letter)
+    return sum(int(np.count_nonzero(m)) for m in (words, digit & ~before(digit), marks)) - int(np.count_nonzero(lone))
 
 
 class Counter:
@@ -99,11 +118,11 @@ def counter_for(spec: str) -> Counter:
 
 
 def _check_additive(counter: Counter, name: str) -> None:
-    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or words (WORD)."""
-    for text in _PROBE_WORDS:
-        if counter.count(text) < words(text, len(text)):
-            raise NanodataError(f"--tokenizer {name}: its split pattern merges words ({text!r}), so a file's words do "
-                                f"not bound its tokens")
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or pieces (PIECE)."""
+    for text in _PROBE_PIECES:
+        if counter.count(text) < pieces(text, len(text)):
+            raise NanodataError(f"--tokenizer {name}: its split pattern merges words or punctuation ({text!r}), so a "
+                                f"file's pieces do not bound its tokens")
     for a in _PROBE_SEGMENTS:
         for b in _PROBE_SEGMENTS:
             if counter.count(a + b) != counter.count(a) + counter.count(b):
