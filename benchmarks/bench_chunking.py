@@ -13,9 +13,10 @@ beside its reference from the same run:
 Then 1 -> 2 workers (wall time; goal >= 1.7x) and, with --profile, cProfile's top functions of each chunk run.
 
 Trees: the libstdc++ headers of this machine (bits/), the fmt library torch's wheel ships, and every directory in
-NANODATA_BENCH_TREES (colon-separated, e.g. checkouts of google/leveldb, google/re2, leethomason/tinyxml2).
+NANODATA_BENCH_TREES (colon-separated, e.g. checkouts of google/leveldb, google/re2, leethomason/tinyxml2);
+with --only-listed-trees, those directories alone (e.g. the issue's eight projects).
 
-    .venv/bin/python benchmarks/bench_chunking.py [--runs 3] [--profile] [--no-workers]
+    .venv/bin/python benchmarks/bench_chunking.py [--runs 3] [--profile] [--no-workers] [--only-listed-trees]
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ def _line(name, measured, unit, reference, ref_unit, ratio, goal=None):
           f"ratio {ratio:.2f}{goal_text}", flush=True)
 
 
-def trees() -> list[Path]:
+def trees(only_listed: bool = False) -> list[Path]:
     extra = [Path(p) for p in os.environ.get("NANODATA_BENCH_TREES", "").split(":") if p]
-    return [tree for tree in [STD, FMT, *extra] if tree.is_dir()]
+    return [tree for tree in ([] if only_listed else [STD, FMT]) + extra if tree.is_dir()]
 
 
-def copy_trees(root: Path) -> list[Path]:
+def copy_trees(root: Path, only_listed: bool = False) -> list[Path]:
     """Each tree's C++ files as a project under root (libstdc++'s extensionless headers are left out)."""
-    for number, tree in enumerate(trees()):
+    for number, tree in enumerate(trees(only_listed)):
         for path in sorted(tree.rglob("*")):
             if path.is_file() and path.suffix.lower() in CPP_EXTENSIONS:
                 target = root / f"{number}-{tree.name}" / path.relative_to(tree)
@@ -83,16 +84,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="cProfile each chunk run, print the top functions")
     parser.add_argument("--no-workers", action="store_true", help="skip the 1 -> 2 workers figures")
+    parser.add_argument("--only-listed-trees", action="store_true",
+                        help="the NANODATA_BENCH_TREES directories alone, without libstdc++ and torch's fmt")
     args = parser.parse_args([] if __name__ != "__main__" else None)
     ts_parser = Parser(Language(tree_sitter_cpp.language()))
     encode = load("cl100k_base").encoding.encode_ordinary
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "projects"
-        files = copy_trees(root)
+        files = copy_trees(root, args.only_listed_trees)
         datas = [p.read_bytes() for p in files]
         texts = [d.decode("utf-8", "replace") for d in datas]
         mb = sum(map(len, datas)) / 1e6
-        print(f"corpus: {len(files)} files, {mb:.2f} MB from {', '.join(map(str, trees()))}; 1 worker, CPU time, "
+        print(f"corpus: {len(files)} files, {mb:.2f} MB from {', '.join(map(str, trees(args.only_listed_trees)))}; 1 worker, CPU time, "
               f"best of {args.runs}", flush=True)
 
         def run(mode, max_tokens, workers=1):

@@ -4,7 +4,7 @@ The algorithm, one shard at a time (memory holds one row group, whatever the inp
   read whole lines (nanodata.pipeline.jsonl) → parse and check each doc, once (bad lines counted by kind) →
   the shared rule (nanodata.pipeline.shuffle, also the corpus DAG's) sends a doc to val by a seeded hash
   of its content digest; train docs go to a spool on disk as the strings their parse found, with their
-  seeded sort key (RowSpool) → a shard closes at --rows-per-file docs or `shard_bytes` bytes of JSON lines;
+  seeded sort key, each block's docs one run sorted by it (RowSpool) → a shard closes at --rows-per-file docs or `shard_bytes` bytes of JSON lines;
   its docs are written sorted by key in row groups of at most --row-group-size rows and `row_group_bytes`
   bytes →
   `_progress.json` records the input position, shard index and counts.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from nanodata.pipeline.chunking.fidelity import EXAMPLES, EXAMPLES_KEPT
 from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
-from nanodata.pipeline.chunking.pack import Counter, Doc, Packer, pieces
+from nanodata.pipeline.chunking.pack import Counter, Doc, Packer, least_tokens
 from nanodata.pipeline.chunking.units import FileUnits
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
@@ -33,12 +33,12 @@ def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
     """Basic mode: a file that fits the budget is one doc (kind "file", no source yet), else None. Decided
     before any parse: the pipeline tokenizes a fitting file once and emits it. The lines are counted about what
     is left of the budget at a time, stopping once over it, so a large file costs little more than the budget's
-    worth of tokenizing: counts add up at line ends (pack.counter_for). A file with more pieces (words, numbers,
-    punctuation: a lower bound on tokens) than the budget in its first few budgets' worth of characters is ruled
-    out before any (pack.pieces)."""
+    worth of tokenizing: counts add up at line ends (pack.counter_for). A file with more runs of letters, digits or
+    punctuation (a lower bound on tokens) than the budget in its first few budgets' worth of characters is ruled
+    out before any (pack.least_tokens)."""
     doc = squeezed(text)
-    if len(doc) > WHOLE_STEP * (budget + 1) and pieces(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
-        return None  # more pieces than the budget: no tokenizing needed to tell
+    if len(doc) > WHOLE_STEP * (budget + 1) and least_tokens(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
+        return None  # more runs than the budget: no tokenizing needed to tell
     tokens = start = 0
     while start < len(doc) and tokens <= budget:  # (whole lines, about what is left of the budget at a time)
         stop = doc.find("\n", start + WHOLE_STEP * (budget + 1 - tokens)) + 1 or len(doc)

@@ -28,22 +28,22 @@ _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", 
                    "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
 
 
-# A lower bound on a text's tokens, counted without tokenizing: its *pieces*, which no token holds two of. A split
-# pattern we accept (checked by _check_additive on _PROBE_PIECES) keeps apart runs of letters, runs of digits,
-# runs of other non-space characters ("marks") and spaces. It may join one mark to the word right after it
-# (`(x`, `.y` are one pre-token), and a word right after an apostrophe to it (`'s`, `'ll`: contractions), so those
-# are not counted. In ASCII text (PIECE, as a pattern; counted with numpy, no string per piece):
-PIECE = re.compile(r"(?<![A-Za-z'])[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]{2,}|[^\sA-Za-z0-9](?![A-Za-z])", re.ASCII)
+# A lower bound on a text's tokens, counted without tokenizing: its *runs*, no two of which a token holds. A split
+# pattern we accept (checked by _check_additive on _PROBE_RUNS) keeps apart runs of letters, runs of digits, runs of
+# other non-space characters ("marks") and spaces. It may join one mark to the word right after it (`(x`, `.y` are
+# one pre-token), and a word right after an apostrophe to it (`'s`, `'ll`: contractions), so those are not counted.
+# In ASCII text (TOKEN_RUN, as a pattern; counted with numpy, no string per run):
+TOKEN_RUN = re.compile(r"(?<![A-Za-z'])[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]{2,}|[^\sA-Za-z0-9](?![A-Za-z])", re.ASCII)
 # In other text only words count, a run of ASCII letters between ASCII non-letters (a non-ASCII letter may join it).
 WORD = re.compile(r"(?<![^\x00-\x7f])[A-Za-z]+(?![^\x00-\x7f])")
-_PROBE_PIECES = ["a_b c.d e1f g'h it's x'll", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1",
-                 "std::vector<int> v{1, 2}; // (c) 0x1F 1e-5 i++ --j x<<=2;", "((a)) [[b]] #include <a/b.h>",
-                 "\"str\" 'c' '\\n' $x @y `z` ~w !v"]
+_PROBE_RUNS = ["a_b c.d e1f g'h it's x'll", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1",
+               "std::vector<int> v{1, 2}; // (c) 0x1F 1e-5 i++ --j x<<=2;", "((a)) [[b]] #include <a/b.h>",
+               "\"str\" 'c' '\\n' $x @y `z` ~w !v"]
 
 
-def pieces(text: str, stop: int) -> int:
-    """The pieces of text[:stop] (see PIECE): a lower bound on its tokens. In ASCII text, counted where a run of
-    letters, digits or marks starts, less the runs PIECE leaves out (a word after an apostrophe, one mark before
+def least_tokens(text: str, stop: int) -> int:
+    """The runs of text[:stop] (see TOKEN_RUN): a lower bound on its tokens. In ASCII text, counted where a run of
+    letters, digits or marks starts, less those TOKEN_RUN leaves out (a word after an apostrophe, one mark before
     a word); in other text, its words (WORD)."""
     head = text[:stop]
     if not head.isascii():
@@ -118,11 +118,11 @@ def counter_for(spec: str) -> Counter:
 
 
 def _check_additive(counter: Counter, name: str) -> None:
-    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or pieces (PIECE)."""
-    for text in _PROBE_PIECES:
-        if counter.count(text) < pieces(text, len(text)):
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or runs (TOKEN_RUN)."""
+    for text in _PROBE_RUNS:
+        if counter.count(text) < least_tokens(text, len(text)):
             raise NanodataError(f"--tokenizer {name}: its split pattern merges words or punctuation ({text!r}), so a "
-                                f"file's pieces do not bound its tokens")
+                                f"file's runs do not bound its tokens")
     for a in _PROBE_SEGMENTS:
         for b in _PROBE_SEGMENTS:
             if counter.count(a + b) != counter.count(a) + counter.count(b):

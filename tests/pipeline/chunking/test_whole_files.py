@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
-from nanodata.pipeline.chunking.pack import PIECE, WORD, counter_for, pieces
+from nanodata.pipeline.chunking.pack import TOKEN_RUN, WORD, counter_for, least_tokens
 from nanodata.pipeline.chunking.parse import parse_units
 
 CASES = Path(__file__).parent / "fidelity_cases"
@@ -53,34 +53,34 @@ def test_a_prefix_over_budget_decides_alone():
     assert whole_file("\n\n  \n" + one_line + "\t\n", counter, 5000).text == one_line
 
 
-def test_pieces_bound_tokens():
-    """A file far over budget is ruled out by its pieces before any tokenizing: sound only while no token holds two
-    pieces (pack.PIECE), on every real file and on text made of nothing but short words, numbers and punctuation."""
+def test_runs_bound_tokens():
+    """A file far over budget is ruled out by its runs before any tokenizing: sound only while no token holds two
+    runs (pack.TOKEN_RUN), on every real file and on text made of nothing but short words, numbers and punctuation."""
     counter = counter_for("cl100k_base")
     for text in [*REAL_FILES.values(), "a.b_c d1e f'g h\ti\nj->k::l é m", "x(y)[0]->z<<=1; it's 'c' \"s\" #if A"]:
-        assert pieces(text, len(text)) <= counter.count(text)
+        assert least_tokens(text, len(text)) <= counter.count(text)
     many = "int a, b, c, d, e, f, g, h;\n" * 300
-    assert pieces(many, len(many)) > 2048 and whole_file(many, counter, 2048) is None
+    assert least_tokens(many, len(many)) > 2048 and whole_file(many, counter, 2048) is None
     # punctuation counts: a file of few words but many tokens is ruled out too (words alone: 1 per line)
     marks = "x += (y);\n" * 600
-    assert len(WORD.findall(marks)) < 2048 < pieces(marks, len(marks)) <= counter.count(marks)
+    assert len(WORD.findall(marks)) < 2048 < least_tokens(marks, len(marks)) <= counter.count(marks)
 
 
 @settings(max_examples=500, derandomize=True)
 @given(st.text(alphabet=st.characters(max_codepoint=0x17f)), st.integers(0, 60))
 @example("`Az[z@{é b", 9)
 @example("it's ((a))->b_c", 15)
-def test_pieces_counts_what_the_patterns_find(text, stop):
-    """The numpy count of ASCII text agrees with pack.PIECE; other text counts pack.WORD's words."""
-    pattern = PIECE if text[:stop].isascii() else WORD
-    assert pieces(text, stop) == len(pattern.findall(text, 0, stop))
+def test_runs_counted_are_what_the_patterns_find(text, stop):
+    """The numpy count of ASCII text agrees with pack.TOKEN_RUN; other text counts pack.WORD's words."""
+    pattern = TOKEN_RUN if text[:stop].isascii() else WORD
+    assert least_tokens(text, stop) == len(pattern.findall(text, 0, stop))
 
 
 @settings(max_examples=500, derandomize=True)
 @given(st.text(alphabet="ab_'.:-+(){}<>;,= \n\t\r\x0b0123456789é\"#/*\\", max_size=60))
 @example("x'll 's ''t")
-def test_pieces_never_exceed_the_tokens(text):
-    assert pieces(text, len(text)) <= counter_for("cl100k_base").count(text)
+def test_runs_never_exceed_the_tokens(text):
+    assert least_tokens(text, len(text)) <= counter_for("cl100k_base").count(text)
 
 
 def test_squeezed_drops_only_blank_lines():
