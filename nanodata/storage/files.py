@@ -43,14 +43,27 @@ def fsync_dir(directory: str | os.PathLike) -> None:
 def commit(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
     """Make a finished temp file the file `path`: fsync it, rename it over path, fsync the directory. A temp
     directory (of files each written whole) is fsynced and renamed the same way, over an absent or empty one."""
-    with disk_errors(path):
-        if Path(tmp).is_dir():
-            fsync_dir(tmp)
-        else:
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(Path(path).parent)
+    commit_together((tmp, path))
+
+
+def commit_together(*pairs: tuple[str | os.PathLike, str | os.PathLike]) -> None:
+    """commit() of several finished temp files (tmp, path) at once, for a file and the marker that says it is
+    complete: every temp is fsynced first, then they are renamed in the order given, back to back, then their
+    directories are fsynced. A kill or a reader finds the first without the last only between two renames,
+    never across the fsyncs' milliseconds."""
+    for tmp, path in pairs:
+        with disk_errors(path):
+            if Path(tmp).is_dir():
+                fsync_dir(tmp)
+            else:
+                with open(tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+    for tmp, path in pairs:
+        with disk_errors(path):
+            os.replace(tmp, path)
+    for directory in dict.fromkeys(Path(path).parent for _, path in pairs):
+        with disk_errors(directory):
+            fsync_dir(directory)
 
 
 @contextlib.contextmanager

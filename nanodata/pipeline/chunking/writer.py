@@ -31,7 +31,7 @@ from nanodata.pipeline.chunking.pack import Doc
 from nanodata.pipeline.dedup.exact import SeenTexts, digest_of
 from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
 from nanodata.ranges import ROW_GROUP_SIZE
-from nanodata.storage.files import atomic_write, commit, temp_name
+from nanodata.storage.files import atomic_write, commit, commit_together, disk_errors, temp_name
 
 CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
@@ -126,9 +126,11 @@ class JsonlWriter:
         self.file.close()
         self.seen.close()
         self.done.unlink(missing_ok=True)
-        if not self.append:
-            commit(self.path, self.output)
-        atomic_write(self.done, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        done = temp_name(self.done)
+        with disk_errors(self.done):
+            done.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        # the output and its summary appear together: renamed back to back, after both are on disk
+        commit_together(*([] if self.append else [(self.path, self.output)]), (done, self.done))
         self.resume.unlink(missing_ok=True)
 
     def abort(self) -> None:
