@@ -74,7 +74,8 @@ CHILD = textwrap.dedent("""
         t = cpu()  # what the output is defined by beyond this: each doc's content digest, val and order hashes
         for texts in table.column("text").chunks:  # (chunk by chunk: no copy of the column)
             digests = text_digests(texts)
-            val_mask(digests, 0, 0.01), shuffle_keys(digests, 0)
+            val_mask(digests, 0, 0.01)
+            shuffle_keys(digests, 0)
         return cpu() - t
     with open(src, "rb") as f, open(out + ".warm.jsonl", "wb") as warm:
         warm.writelines(line for _, line in zip(range(200), f))

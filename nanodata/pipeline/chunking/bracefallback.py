@@ -81,6 +81,14 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
         k = bisect_left(definition_starts, start)
         return k < len(definition_starts) and definition_starts[k] < end
 
+    def joins(run: Member, start: int, end: int) -> bool:
+        """May the lines in bytes [start, end) join the run of small members `run`? Not into a Part or an `#else`
+        branch, not past `small` bytes, and not a second definition: a unit is named after its one definition,
+        and compilable orders it by it."""
+        run_start = builder.spans[run.segments[0]][0]
+        return (run.part is None and run.segments[0] not in branch_segments and end - run_start <= small
+                and not (defines(run_start, start) and defines(start, end)))
+
     def members(i: int, stop: int) -> list[Member]:
         out = []
         while i < stop:
@@ -101,10 +109,7 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
             elif i in branch_lines:
                 out.append(Member([builder.segment(starts[i], starts[j + 1])]))
                 branch_segments.add(out[-1].segments[0])
-            elif (out and out[-1].part is None and out[-1].segments[0] not in branch_segments
-                  and starts[j + 1] - builder.spans[out[-1].segments[0]][0] <= small
-                  # a unit holds one definition at most: it is named after it, and compilable orders it by it
-                  and not (defines(builder.spans[out[-1].segments[0]][0], starts[i]) and defines(starts[i], starts[j + 1]))):
+            elif out and joins(out[-1], starts[i], starts[j + 1]):
                 builder.spans[out[-1].segments[0]] = (builder.spans[out[-1].segments[0]][0], starts[j + 1])
             elif lines[i].strip():
                 out.append(Member([builder.segment(starts[i], starts[j + 1])]))
