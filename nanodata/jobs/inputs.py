@@ -28,9 +28,9 @@ from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-# bump when a change to the build steps should rebuild every corpus (5: issue 31's chunker output;
-# 6: a brace-fallback unit holds one definition at most)
-KEY_FORMAT = 6
+# bump when a change to the build steps should rebuild every corpus (5: the chunker's output;
+# 6: a brace-fallback unit holds one definition at most; 7: docs as written, with their lines)
+KEY_FORMAT = 7
 
 
 def _top_level(source: str) -> list[str]:

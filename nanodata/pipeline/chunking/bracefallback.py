@@ -145,7 +145,6 @@ def brace_units(builder: _Builder, text: str, definitions: list) -> None:
                                    member.segments, member.segments[-1], start, end, part=part))
 
     add_units(members(0, len(lines)), ())
-    builder.inside = [(0, len(builder.data))]  # the lines were cut anywhere: keep every blank line
 
 
 def _brace_blocks(depths: np.ndarray, cuttable: np.ndarray) -> dict[int, int]:

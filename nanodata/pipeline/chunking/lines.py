@@ -1,20 +1,21 @@
-"""Segment texts: widens each segment to the whole source lines it touches, so that every doc is a
-concatenation of exact spans of its file (lines shared by several nodes go to one of them)."""
+"""Segment texts: widens each segment to the whole source lines it touches and the lines after it, so that the
+segments tile the file and every doc is a concatenation of exact spans of it (lines shared by several nodes go
+to one of them)."""
 
 from __future__ import annotations
-
-from bisect import bisect_right
 
 import numpy as np
 
 
-def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int],
-                inside: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
-    """Each segment's text: the whole lines its node touches, exactly as in the source; and the
-    segments in source order. Blank lines between segments are dropped, except inside the byte
-    ranges `inside` (the units laid out as Parts): there a segment keeps the blank lines after it, so
-    a Part's segments together are its source text exactly, as the unit's one segment would be.
-    ("X\n\n" + "Y" still tokenizes as the sum of its parts: pack._check_additive probes it.)
+def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, int]) -> tuple[list[str], list[int]]:
+    """Each segment's text: the whole lines its node touches, exactly as in the source, and the lines after them up
+    to the next segment's (blank lines, or what no node holds); and the segments in source order. So the segments'
+    texts, in order, are the file itself: the first one also holds the lines before it, the last one the file's
+    end (and the one newline added where the file has no final one, so that nothing placed after it joins it).
+
+    Lines between two segments go with the one before them, never the one after: a tokenizer's split pattern joins
+    a run of line ends (and a mark before them, `}\n\n`) into one pre-token, so a cut inside such a run would
+    change the count, while a cut after it leaves every count a sum (pack._check_additive).
 
     Segments that share a line form one group whose text goes to one of them (the others get ''),
     chosen so re-wrapped docs keep their braces balanced: a namespace's `{` or `}` when the group
@@ -25,8 +26,7 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     braces = set(closers) | set(closers.values())
     texts = [""] * len(spans)
     group: list[int] = []
-    group_start = group_end = 0
-    inside_starts = [start for start, _ in inside]
+    group_start = 0
 
     def flush(next_start: int) -> None:
         if not group:
@@ -37,9 +37,7 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
             whole = any(closers[i] in members for i in members if i in closers)
             prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
             owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
-        k = bisect_right(inside_starts, group_start) - 1
-        end = next_start if k >= 0 and group_end < inside[k][1] else group_end
-        text = data[group_start:end].decode("utf-8")
+        text = data[group_start:next_start].decode("utf-8")
         texts[owner] = text if text.endswith("\n") else text + "\n"
 
     order = sorted(range(len(spans)), key=spans.__getitem__)
@@ -50,12 +48,15 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     bounds = np.array([spans[i] for i in order], dtype=np.int64).reshape(-1, 2)
     line_starts = (around[np.searchsorted(newlines, bounds[:, 0])] + 1).tolist()  # after the last newline before
     line_ends = (around[np.searchsorted(newlines, bounds[:, 1] - 1) + 1] + 1).tolist()  # after the first at/after
+    group_end = 0
     for i, line_start, line_end in zip(order, line_starts, line_ends, strict=True):
         if group and line_start < group_end:
             group.append(i)
             group_end = max(group_end, line_end)
         else:
-            flush(line_start)
-            group, group_start, group_end = [i], line_start, line_end
+            if group:
+                flush(line_start)
+                group_start = line_start
+            group, group_end = [i], line_end
     flush(len(data))
     return texts, order

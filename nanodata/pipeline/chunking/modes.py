@@ -23,28 +23,31 @@ GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parse
 WHOLE_STEP = 4       # characters per token left of the budget counted at a time (whole_file)
 
 
-def squeezed(text: str) -> str:
-    """A file as its one doc: its lines without the whitespace-only ones, the last one ended."""
-    lines = list(filter(str.strip, text.split("\n")))
-    return "\n".join(lines) + "\n" if lines else ""
+def as_doc(text: str) -> str:
+    """A file's text as its one doc: as read, its last line ended (so that nothing placed after it joins it)."""
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
-    """Basic mode: a file that fits the budget is one doc (kind "file", no source yet), else None. Decided
-    before any parse: the pipeline tokenizes a fitting file once and emits it. The lines are counted about what
-    is left of the budget at a time, stopping once over it, so a large file costs little more than the budget's
-    worth of tokenizing: counts add up at line ends (pack.counter_for). A file with more runs of letters, digits or
-    punctuation (a lower bound on tokens) than the budget in its first few budgets' worth of characters is ruled
-    out before any (pack.least_tokens)."""
-    doc = squeezed(text)
+    """Basic mode: a file that fits the budget is one doc, the file as read (kind "file", no source yet), else None
+    (a file of nothing but whitespace too: it makes no doc). Decided before any parse: the pipeline tokenizes a
+    fitting file once and emits it. The lines are counted about what is left of the budget at a time, stopping
+    once over it, so a large file costs little more than the budget's worth of tokenizing: counts add up at line
+    ends (pack.counter_for). A file with more runs of letters, digits or punctuation (a lower bound on tokens) than
+    the budget in its first few budgets' worth of characters is ruled out before any (pack.least_tokens)."""
+    if not text.strip():
+        return None
+    doc = as_doc(text)
     if len(doc) > WHOLE_STEP * (budget + 1) and least_tokens(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
         return None  # more runs than the budget: no tokenizing needed to tell
     tokens = start = 0
     while start < len(doc) and tokens <= budget:  # (whole lines, about what is left of the budget at a time)
         stop = doc.find("\n", start + WHOLE_STEP * (budget + 1 - tokens)) + 1 or len(doc)
+        while stop < len(doc) and not doc[stop:doc.find("\n", stop) + 1 or len(doc)].strip():
+            stop = doc.find("\n", stop) + 1 or len(doc)  # never inside a run of blank lines: one pre-token
         tokens += counter.count(doc[start:stop])
         start = stop
-    return Doc(doc, tokens, "file", "") if tokens <= budget else None
+    return Doc(doc, tokens, "file", "", lines=(1, doc.count("\n"))) if tokens <= budget else None
 
 
 class Index:
@@ -79,7 +82,7 @@ class Chunker:
     def __init__(self, mode: str, budget: int, counter: Counter, index: Index, cross_depth: int = 3):
         self.mode, self.cross_depth = mode, cross_depth
         self.index = index
-        self.packer = Packer(budget, counter, index)
+        self.packer = Packer(budget, counter, index, separate=mode != "basic")
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
         self._edges: dict[tuple, object] = {}  # (what, root file, ref) -> call / type edges, closures, orders
@@ -101,6 +104,7 @@ class Chunker:
 
     def docs(self, f: int, source: str) -> list[Doc]:
         fu = self.index.files[f]
+        self.packer.root = f
         fits = self.mode == "basic" and fu.may_fit
         whole = whole_file(fu.whole_text(), self.packer.counter, self.packer.budget) if fits else None
         if whole is not None:

@@ -137,6 +137,18 @@ class Doc:
     kind: str
     source: str
     cut: bool = False   # a piece of something cut by lines (see Packer.cut): may be unbalanced
+    lines: tuple | None = None  # (first, last) 1-based lines of its own file that it holds as written (its body)
+
+
+# Units of one file that are not next to each other in it (the reordering modes) are parted by one blank line.
+SEPARATOR = "\n"
+
+
+def _advances(old: tuple, new: tuple) -> bool:
+    """Is scope entry `new` a later branch of the #if chain `old` is in (its heads extend old's)? Then going from
+    one to the other writes only the heads in between (`#else`), as the file does, not `#endif` + `#if X #else`."""
+    a, b = old[4], new[4]
+    return len(b) > len(a) and b[:len(a)] == a
 
 
 def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
@@ -146,7 +158,11 @@ def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
     common = 0
     while common < min(len(old), len(new)) and old[common] == new[common]:
         common += 1
-    return common, sum(entry[3] for entry in old[common:]) + sum(entry[1] for entry in new[common:])
+    if common < min(len(old), len(new)) and _advances(old[common], new[common]):
+        skipped = len(old[common][4])
+        return common, (closing_cost(old[common + 1:]) + sum(head[1] for head in new[common][5][skipped:])
+                        + sum(entry[1] for entry in new[common + 1:]))
+    return common, closing_cost(old[common:]) + sum(entry[1] for entry in new[common:])
 
 
 def closing_cost(scope: tuple) -> int:
@@ -155,17 +171,24 @@ def closing_cost(scope: tuple) -> int:
 
 @dataclass
 class DocBuilder:
-    """Accumulates units inside their wrappers (namespaces, a split class) with an exact token count.
+    """Accumulates units inside their wrappers (namespaces, #if branches, a split class) with an exact token count.
 
-    A scope is a tuple of (open text, open tokens, close text, close tokens) entries, outermost first.
+    A scope is a tuple of entries, outermost first: (open text, open tokens, close text, close tokens, key,
+    heads, closing lines), where heads are the opening lines as (text, tokens, lines) and lines are (first, last)
+    in the entry's file (see parse.parse_units). Each piece placed is marked with where it lies in its file, so
+    that the doc can say which lines of its own file (`root`) it holds as they stand there (`finish`).
     """
 
     budget: int
     preamble: list = field(default_factory=list)   # [(text, tokens)]
+    root: int = -1                                  # the file the doc is made for
     pieces: list = field(default_factory=list)
     tokens: int = 0
     scope: tuple = ()
     n_units: int = 0
+    marks: list = field(default_factory=list)  # (is a unit, first line, last line) of the root file's pieces
+    file: int = -1      # the file of the scope now open (its closing lines are that file's)
+    last: tuple | None = None   # the last unit (or member) placed
 
     def __post_init__(self):
         for text, tokens in self.preamble:
@@ -181,18 +204,67 @@ class DocBuilder:
         _, transition = self.transition(scope)
         return self.tokens + transition + tokens + closing_cost(scope) <= self.budget
 
-    def add(self, scope: tuple, text: str, tokens: int) -> None:
+    def _close(self, entries) -> None:
+        for entry in reversed(entries):
+            self.pieces.append(entry[2])
+            self._mark(False, entry[6])
+
+    def _open(self, heads, file: int) -> None:
+        for text, _, lines in heads:
+            self.pieces.append(text)
+            self._mark(False, lines, file)
+
+    def _mark(self, unit: bool, lines, file: int | None = None) -> None:
+        if lines is not None and (self.file if file is None else file) == self.root:
+            self.marks.append((unit, *lines))
+
+    def add(self, scope: tuple, text: str, tokens: int, where=None, separator: int | None = None) -> None:
+        """Place a unit (or member) in `scope`: `where` is (file, lines or None) of its text, `separator` the tokens
+        of SEPARATOR written before it (None: no separator)."""
+        file, lines = where if where is not None else (-1, None)
+        if separator is not None:
+            self.pieces.append(SEPARATOR)
+            self.tokens += separator
         common, transition = self.transition(scope)
-        self.pieces.extend(entry[2] for entry in reversed(self.scope[common:]))
-        self.pieces.extend(entry[0] for entry in scope[common:])
+        old = self.scope
+        if scope is not old and common < min(len(old), len(scope)) and _advances(old[common], scope[common]):
+            self._close(old[common + 1:])
+            self._open(scope[common][5][len(old[common][4]):], file)
+            common += 1
+        else:
+            self._close(old[common:])
+        for entry in scope[common:]:
+            self._open(entry[5], file)
         self.pieces.append(text)
+        self.file = file
+        self._mark(True, lines)
         self.tokens += transition + tokens
         self.scope = scope
-        self.n_units += 1
+        self.n_units += bool(text) or lines is not None  # (a member without text adds no line: alone, no doc)
 
     def finish(self, kind: str, source: str, cut: bool = False) -> Doc:
         text = "".join(self.pieces) + "".join(entry[2] for entry in reversed(self.scope))
-        return Doc(text, self.tokens + closing_cost(self.scope), kind, source, cut)
+        self._close(self.scope)
+        return Doc(text, self.tokens + closing_cost(self.scope), kind, source, cut, self.body())
+
+    def body(self) -> tuple[int, int] | None:
+        """The lines of the root file the doc holds as they stand there: from its first unit to its last, with the
+        opening lines just before the first and the closing lines just after the last where the file has them
+        there (a namespace opened in this doc, closed in it); None when it holds none of the root's units."""
+        units = [i for i, mark in enumerate(self.marks) if mark[0]]
+        if not units:
+            return None
+        first, last = self.marks[units[0]][1], self.marks[units[-1]][2]
+        for _, start, end in reversed(self.marks[:units[0]]):
+            if end != first - 1:
+                break
+            first = start
+        for _, start, end in self.marks[units[-1] + 1:]:
+            if start != last + 1:
+                break
+            last = end
+        held = [self.marks[i] for i in units]
+        return min(first, *(m[1] for m in held)), max(last, *(m[2] for m in held))
 
 
 def _cut_line(line: str, limit: int, counter: Counter) -> list[str]:
@@ -241,6 +313,14 @@ def _cut_at(lines: list[str], depths: list[int], start: int, end: int) -> int:
     return end
 
 
+def _before_text(lines: list[str], start: int, end: int) -> int:
+    """`end` moved back until the next piece starts on a line with text, where it can: a run of blank lines is one
+    pre-token of the tokenizer (and goes with the lines before it), so a cut inside it would change the counts."""
+    while start + 1 < end < len(lines) and not lines[end].strip():
+        end -= 1
+    return end
+
+
 def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]:
     """Cut `text` at line boundaries into pieces of at most `limit` tokens (exact counts).
 
@@ -261,9 +341,9 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
         base = tokens_at[start - 1] if start else 0
         end = max(int(np.searchsorted(tokens_at, base + limit, side="right")), start + 1)
         if end < len(lines):
-            end = _cut_at(lines, depths, start, end)
+            end = _before_text(lines, start, _cut_at(lines, depths, start, end))
         while end > start + 1 and counter.count("".join(lines[start:end])) > limit:
-            end -= 1
+            end = _before_text(lines, start, end - 1)
         piece = "".join(lines[start:end])
         pieces.append((piece, counter.count(piece)))
         start = end
@@ -272,14 +352,35 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
 
 # ---------------------------------------------------------------- packing units into docs
 
+def _bordering(scope: tuple, lines: tuple) -> tuple[str, str]:
+    """The scope's opening lines that end just before `lines` and its closing lines that start just after them
+    (innermost first outwards): what a text cut without its scope holds as its own, so no line goes missing."""
+    before, first = [], lines[0]
+    for entry in reversed(scope):
+        text, _, head = entry[5][-1] if entry[5] else ("", 0, None)
+        if head is None or head[1] != first - 1:
+            break
+        before.insert(0, text)
+        first = head[0]
+    after, last = [], lines[1]
+    for entry in reversed(scope):
+        if entry[6] is None or entry[6][0] != last + 1:
+            break
+        after.append(entry[2])
+        last = entry[6][1]
+    return "".join(before), "".join(after)
+
+
 PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
 LEAD = -1  # the last step of a ref naming the comments before a Part's opener
 
 
 def part_entry(fu: FileUnits, part: Part) -> tuple:
     """A Part as a scope entry (see pack.DocBuilder): its opening and closing lines."""
+    opener = (fu.texts[part.opener], fu.tokens[part.opener])
     close = (fu.texts[part.closer], fu.tokens[part.closer]) if part.closer >= 0 else ("", 0)
-    return fu.texts[part.opener], fu.tokens[part.opener], *close, ("part", part.opener)
+    return (*opener, *close, ("part", part.opener), ((*opener, fu.lines_of([part.opener])),),
+            fu.lines_of([part.closer]) if part.closer >= 0 else None)
 
 
 @dataclass
@@ -287,11 +388,14 @@ class Packer:
     budget: int
     counter: Counter
     index: object   # modes.Index: the units and texts of the files packed
+    root: int = -1  # the file whose docs are made (a Packer serves one)
+    separate: bool = False  # units of a file not next to each other in it are parted by SEPARATOR (reordering)
     # what had to be cut by lines: statements (or lines) larger than the budget
     # and (compilable) how many types a cycle of bases / primary templates placed first (Chunker.needed_types)
     stats: dict = field(default_factory=lambda: {"oversized_statement_cuts": 0, "type_cycles": 0})
     _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
     _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
+    _separators: dict = field(default_factory=dict)   # ref -> tokens SEPARATOR adds after its text
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
@@ -335,15 +439,42 @@ class Packer:
         return pieces if sum(t for _, t in pieces) <= self.budget // PREAMBLE_SHARE else []
 
     def builder(self, preamble: list) -> DocBuilder:
-        return DocBuilder(self.budget, list(preamble))
+        return DocBuilder(self.budget, list(preamble), self.root)
+
+    def where(self, ref) -> tuple:
+        """(file, (first, last) lines of ref's text in it, or None when unknown): a unit without text (one carrying
+        a scope's lines) sits just after its scope's opening lines."""
+        fu = self.index.files.get(ref[0])
+        if fu is None:
+            return ref[0], None
+        _, scope, segments, _ = self.node(ref)
+        lines = fu.lines_of(segments)
+        if lines is None and not segments and scope and scope[-1][5] and scope[-1][5][-1][2] is not None:
+            after = scope[-1][5][-1][2][1]
+            lines = (after + 1, after)
+        return ref[0], lines
+
+    def separator(self, last, ref) -> int | None:
+        """Tokens of SEPARATOR between unit `last` and unit `ref` placed after it, or None when none goes there: not
+        separating, not two units, or two units next to each other in their file (or one without text)."""
+        if not self.separate or last is None or len(last) != 2 or len(ref) != 2:
+            return None
+        if last[0] == ref[0] and ref[1] == last[1] + 1:
+            return None
+        if last not in self._separators:
+            text = self.text(last)
+            tail = text[text.rstrip().rfind("\n") + 1:]  # its last line and the blank lines after it
+            # a tokenizer's pre-tokens join line ends (and a mark before them): only the tail's count changes
+            self._separators[last] = self.counter.count(tail + SEPARATOR) - self.counter.count(tail) if tail else None
+        return None if self._separators[last] is None or not self.text(ref) else self._separators[last]
 
     def fits(self, builder: DocBuilder, refs: list) -> bool:
         """Would the doc stay within budget with all of `refs` added (in order)?"""
-        tokens, scope = builder.tokens, builder.scope
+        tokens, scope, last = builder.tokens, builder.scope, builder.last
         for ref in refs:
             new_scope, unit_tokens = self.shape(ref)
-            tokens += scope_transition(scope, new_scope)[1] + unit_tokens
-            scope = new_scope
+            tokens += scope_transition(scope, new_scope)[1] + unit_tokens + (self.separator(last, ref) or 0)
+            scope, last = new_scope, ref
             if tokens > self.budget:
                 return False
         return tokens + closing_cost(scope) <= self.budget
@@ -351,7 +482,8 @@ class Packer:
     def add(self, builder: DocBuilder, refs: list) -> None:
         for ref in refs:
             scope, tokens = self.shape(ref)
-            builder.add(scope, self.text(ref), tokens)
+            builder.add(scope, self.text(ref), tokens, self.where(ref), self.separator(builder.last, ref))
+            builder.last = ref
 
     def alone(self, ref, preamble: list, source: str, kind: str) -> list[Doc]:
         """One unit (or member) that does not share a doc: with the preamble if it fits, bare, or split
@@ -363,7 +495,7 @@ class Packer:
                 self.add(builder, [ref])
                 return [builder.finish(kind, source)]
         fu, scope, segments, part = self.node(ref)
-        if part is not None and DocBuilder(self.budget).fits(scope + (part_entry(fu, part),), 0):
+        if part is not None and self.builder([]).fits(scope + (part_entry(fu, part),), 0):
             lead = [[ref + (LEAD,)]] if segments[0] != part.opener else []
             return self.pack(lead + [[ref + (m,)] for m in range(len(part.members))], [], source, "split")
         return self.cut(ref, scope, source)
@@ -373,14 +505,23 @@ class Packer:
         cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
         self.stats["oversized_statement_cuts"] += 1
         wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
-        if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare
+        file, lines = self.where(ref)
+        text = self.text(ref)
+        if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare, with the scope's lines
+            before, after = _bordering(scope, lines) if lines is not None else ("", "")  # that border it
+            text, lines = before + text, lines and (lines[0] - before.count("\n"), lines[1])
+            text += after
             scope, wrapping = (), 0
+        line = lines[0] if lines is not None else None
         docs = []
-        for piece, tokens in split_text(self.text(ref), self.budget - wrapping, self.counter):
+        for piece, tokens in split_text(text, self.budget - wrapping, self.counter):
+            ends = piece.count("\n")  # (a piece of a line longer than the budget ends none: the next is on it too)
+            where = (file, (line, line + max(ends - 1, 0)) if line is not None else None)
             if piece.strip():
-                builder = DocBuilder(self.budget)
-                builder.add(scope, piece, tokens)
+                builder = self.builder([])
+                builder.add(scope, piece, tokens, where)
                 docs.append(builder.finish("split", source, cut=True))
+            line = line + ends if line is not None else None
         return docs
 
     def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:

@@ -25,7 +25,7 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
         builder = _Builder(data, with_references, split_bytes)
         builder.walk(root.children, ())
         builder.flush(())
-        texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
+        texts, order = _line_texts(data, builder.spans, builder.pairs)
         fallback = root.has_error and not _consistent(builder, texts)
         includes = builder.includes
         if not fallback:
@@ -35,13 +35,19 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     if fallback:
         builder = _Builder(data, with_references, split_bytes)
         brace_units(builder, text, _definitions(root) if with_references else [])
-        texts, order = _line_texts(data, builder.spans, builder.pairs, builder.inside)
+        texts, order = _line_texts(data, builder.spans, builder.pairs)
         tokens = count_batch(texts)
 
+    fu = FileUnits(texts, tokens, [], includes, root.has_error, order, int(fallback))
+
     def entry(key: tuple) -> tuple:
+        """A scope entry (pack.DocBuilder): its opening and closing lines, each head line (text, tokens, lines)
+        for going on to the next branch of an #if chain, and where its closing lines are."""
         closer = builder.closers[key]  # -1 when the source never closes it: neither do its docs
         close = (texts[closer], tokens[closer]) if closer >= 0 else ("", 0)
-        return "".join(texts[i] for i in key), sum(tokens[i] for i in key), *close, key
+        heads = tuple((texts[i], tokens[i], fu.lines_of([i])) for i in key)
+        return ("".join(texts[i] for i in key), sum(tokens[i] for i in key), *close, key, heads,
+                fu.lines_of([closer]) if closer >= 0 else None)
 
     scopes: dict[tuple, tuple] = {}
     for unit in builder.units:
@@ -52,5 +58,5 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     if with_references and builder.units:
         _references(tree, builder.units, data)
     # drop units whose lines another unit holds (but keep the empty ones that carry a scope's lines)
-    units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
-    return FileUnits(texts, tokens, units, includes, root.has_error, order, int(fallback))
+    fu.units = [u for u in builder.units if any(texts[s] for s in u.segments) or not u.segments]
+    return fu

@@ -178,7 +178,6 @@ class _Builder:
         self.closers: dict[tuple, int] = {}      # a scope key (its opener segments) -> its closer (-1: never closed)
         self.pairs: dict[int, int] = {}          # opener -> closer segment of namespaces and Parts (for _line_texts)
         self.conditional_keys: set[tuple] = set()
-        self.inside: list[tuple[int, int]] = []  # byte ranges of the units laid out as Parts
         self.unsplit: list[int] = []             # segments of large nodes with a block inside that have no Part
         self.units: list[Unit] = []
         self.includes: list[str] = []
@@ -262,8 +261,6 @@ class _Builder:
             self.includes.append(path)
         leading = self.pending
         member = self._member(node)
-        if member.part is not None:
-            self.inside.append((node.start_byte, node.end_byte))
         body = member.part.closer if member.part is not None else member.segments[-1]
         self._add(Unit(kind, name, owner, scope, leading + member.segments, body, node.start_byte, node.end_byte,
                        part=member.part), self._last_row(node))

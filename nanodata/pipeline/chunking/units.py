@@ -29,13 +29,15 @@ lexer reads only an `#if`'s first branch; each later branch of such a block is r
 braces give it structure too, and at unit level it is a scope re-opened by `#if X` + `#else` as in the tree's layout.
 
 Every segment's text is an exact span of the source made of whole lines: a node is widened to
-the lines it touches, and nodes that share a line (`int a; int b;`, `@@@ junk`, `} }`) share one
-segment, held by the widest of them (the others are empty). A doc is thus always a concatenation
-of exact spans of its file; the one byte that may not be is the newline a file's last line lacks,
-added so that nothing placed after it joins that line. GPT-4-style split patterns always cut
-"X\\n" + "Y" right after the newline, so the token count of concatenated segments is the sum of
-their counts: each segment is tokenized exactly once and docs are priced without re-tokenizing
-them (`pack.counter_for` refuses a tokenizer for which this does not hold).
+the lines it touches and the lines after it up to the next segment's (blank lines go with what is
+before them, comments with the unit after them), and nodes that share a line (`int a; int b;`,
+`@@@ junk`, `} }`) share one segment, held by the widest of them (the others are empty). The
+segments in source order are the file itself, so a doc is always a concatenation of exact spans of
+its file; the one byte that may not be is the newline a file's last line lacks, added so that
+nothing placed after it joins that line. GPT-4-style split patterns always cut "X\\n" + "Y" right
+after the newline, so the token count of concatenated segments is the sum of their counts: each
+segment is tokenized exactly once and docs are priced without re-tokenizing them
+(`pack.counter_for` refuses a tokenizer for which this does not hold).
 
 The dataclasses live here, apart from the parsing (parse.parse_units builds them), because unit stores and
 cache entries pickle them under this module's path.
@@ -44,6 +46,7 @@ cache entries pickle them under this module's path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass
@@ -98,5 +101,23 @@ class FileUnits:
         return "".join(self.texts[s] for s in unit.segments)
 
     def whole_text(self) -> str:
-        """The file's lines in source order, as its segments hold them (the blank lines between units left out)."""
+        """The file as read (its segments in source order tile it), its last line ended."""
         return "".join(self.texts[i] for i in self.order)
+
+    @cached_property
+    def first_lines(self) -> list[int]:
+        """The 1-based line each segment starts on (an empty one: where the next one starts)."""
+        first = [0] * len(self.texts)
+        line = 1
+        for i in self.order:
+            first[i] = line
+            line += self.texts[i].count("\n")
+        return first
+
+    def lines_of(self, segments) -> tuple[int, int] | None:
+        """(first, last) line of the segments' texts, or None when they hold none."""
+        held = [s for s in segments if self.texts[s]]
+        if not held:
+            return None
+        return (min(self.first_lines[s] for s in held),
+                max(self.first_lines[s] + self.texts[s].count("\n") - 1 for s in held))

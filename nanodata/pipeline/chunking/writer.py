@@ -39,7 +39,8 @@ CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a 
 def doc_line(doc: Doc, mode: str) -> str:
     """The output line of a doc."""
     return json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode, "source": doc.source,
-                       "kind": doc.kind}, ensure_ascii=False) + "\n"
+                       "lines": list(doc.lines) if doc.lines is not None else None, "kind": doc.kind},
+                      ensure_ascii=False) + "\n"
 
 
 def staged_line(doc: Doc, mode: str, gid: int) -> bytes:

@@ -41,7 +41,7 @@ def test_budget_exact_counts_and_summary(std_runs, mode, tokenizer):
     assert summary["docs_split"] == sum(d["kind"] == "split" for d in docs)
     assert path.with_name(path.name + ".done").is_file()
     for doc in docs:
-        assert set(doc) == {"text", "n_tokens", "mode", "source", "kind"} and doc["mode"] == mode
+        assert set(doc) == {"text", "n_tokens", "mode", "source", "lines", "kind"} and doc["mode"] == mode
         assert doc["n_tokens"] == tokenizer.count_tokens(doc["text"]) <= BUDGET
     assert len({d["text"] for d in docs}) == len(docs)  # duplicates dropped
 
@@ -79,7 +79,7 @@ def test_namespaces_rewrapped_and_comments_kept(std_runs):
         assert text is pair_chunks[0] or text.startswith("#")
         assert re.search(r"^namespace std _GLIBCXX_VISIBILITY\(default\)\n\{\n", text, re.M)
         # the source's own closing lines, exactly: the namespace's, then the include guard's (an #if scope)
-        assert text.endswith("} // namespace std\n#endif /* _STL_PAIR_H */\n")
+        assert text.endswith("} // namespace std\n\n#endif /* _STL_PAIR_H */\n")
     # doc comments stay right above their functions, in every doc holding the function
     head = "    push_heap(_RandomAccessIterator __first, _RandomAccessIterator __last)\n"
     holders = [d["text"] for d in docs if head in d["text"]]

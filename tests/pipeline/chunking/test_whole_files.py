@@ -1,4 +1,4 @@
-"""Basic mode's fast path (issue 31): a file that fits the budget is tokenized and emitted as one doc before any
+"""Basic mode's fast path: a file that fits the budget is tokenized and emitted as one doc before any
 parse (modes.whole_file, called by the pipeline), and that doc is byte for byte the one the parsed path
 (Chunker.docs on the file's units) emits, with the same exact token count; a file that does not fit is left to
 the parsed path, which then does not emit it whole either."""
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
-from nanodata.pipeline.chunking.modes import Chunker, Index, squeezed, whole_file
+from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc, whole_file
 from nanodata.pipeline.chunking.pack import TOKEN_RUN, WORD, counter_for, least_tokens
 from nanodata.pipeline.chunking.parse import parse_units
 
@@ -49,8 +49,8 @@ def test_a_prefix_over_budget_decides_alone():
     tokens = counter.count(text)
     assert whole_file(text, counter, tokens - 1) is None and whole_file(text, counter, 16) is None
     assert whole_file(text, counter, tokens).tokens == tokens
-    one_line = "x" * 5000 + "\n"
-    assert whole_file("\n\n  \n" + one_line + "\t\n", counter, 5000).text == one_line
+    one_line = "\n\n  \n" + "x" * 5000 + "\n\t\n"
+    assert whole_file(one_line, counter, 5000).text == one_line
 
 
 def test_runs_bound_tokens():
@@ -83,17 +83,18 @@ def test_runs_never_exceed_the_tokens(text):
     assert least_tokens(text, len(text)) <= counter_for("cl100k_base").count(text)
 
 
-def test_squeezed_drops_only_blank_lines():
-    assert squeezed("\n  \nint a;\r\n\t\n  b();\n\n}") == "int a;\r\n  b();\n}\n"
-    assert squeezed(" \n\n") == ""
+def test_a_file_is_its_doc_as_read():
+    """Only a final newline is ever added; a file of nothing but whitespace makes no doc."""
+    assert as_doc("\n  \nint a;\r\n\t\n  b();\n\n}") == "\n  \nint a;\r\n\t\n  b();\n\n}\n"
+    assert as_doc("int a;\n") == "int a;\n"
+    assert whole_file(" \n\n\t", counter_for("cl100k_base"), 100) is None
 
 
 def test_the_pipeline_emits_fitting_files_unparsed(tmp_path):
-    """A run's fitting files come out as their squeezed text, counted as a whole doc that balances and keeps
-    its lines."""
+    """A run's fitting files come out as read, counted as a whole doc that balances and keeps its lines."""
     texts = ["int f() {\n\n  return 1;\n}\n", "#if X\nint g();\n#endif\n"]
     out = tmp_path / "out.jsonl"
     summary = chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", texts)], mode="basic", max_tokens=64)
-    assert [d["text"] for d in read_docs(out)] == [squeezed(t) for t in texts]
+    assert [d["text"] for d in read_docs(out)] == texts
     total = summary["fidelity"]["total"]
     assert total["docs"] == total["balanced_docs"] == 2 and total["lines_kept_pct"] == 100.0
