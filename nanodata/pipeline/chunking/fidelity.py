@@ -1,12 +1,13 @@
 """How faithful docs are to their source: the run's figures (lines kept, balanced docs, cuts), used by the
 chunker's run stats, the tests and the benchmark. A doc balances as braces.balanced says.
 
-Lines. A file's *lines* are its non-blank lines (whitespace-only lines never reach a doc: units.py
-squeezes them). `lines_kept` counts how many of them its docs hold, with multiplicity: a line that occurs
-n times in the file needs n occurrences across the file's docs (repeated context, e.g. a signature
-carried by every piece of a split function, may add more, never fewer). `lines_in_order` counts the
-longest prefix-greedy subsequence of the file's lines found in its docs read in output order, which
-is what "in source order" means for basic mode (tests/pipeline/chunking/test_fidelity.py).
+Lines. A file's *lines* are all its lines as written: blank ones, indentation and trailing spaces counted
+(a line is what lies between two line ends, "\n"; a "\r" before it is part of it). `lines_kept` counts how
+many of them its docs hold, with multiplicity: a line that occurs n times in the file needs n occurrences
+across the file's docs (repeated context, e.g. a signature carried by every piece of a split function, may add
+more, never fewer). `lines_in_order` counts the longest prefix-greedy subsequence of the file's lines found in
+its docs read in output order, which is what "in source order" means for basic mode
+(tests/pipeline/chunking/test_fidelity.py).
 """
 
 from __future__ import annotations
@@ -17,29 +18,30 @@ from nanodata.pipeline.chunking.braces import balanced
 
 
 def source_lines(text: str) -> list[str]:
-    """The non-blank lines of a text, without their line ends."""
-    return list(filter(str.strip, text.splitlines()))
+    """The lines of a text as written, without their line ends ("\n")."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def lines_kept(source: str, docs: list[str]) -> int:
-    """How many of the source's non-blank lines the docs hold (multiplicity counted, see above)."""
+    """How many of the source's lines the docs hold as written (multiplicity counted, see above)."""
     return _kept(source_lines(source), docs)
 
 
 def _kept(lines: list[str], docs: list[str]) -> int:
     wanted = Counter(lines)
-    held = Counter(doc_lines(docs))  # blank lines too (one C-speed pass): never wanted
+    held = Counter(doc_lines(docs))  # (one C-speed pass)
     return sum(map(min, wanted.values(), map(held.__getitem__, wanted)))  # C-speed iteration
 
 
 def doc_lines(docs: list[str]) -> list[str]:
     """The lines of docs read in order. Every doc ends its last line, except a piece of a line longer than the
     budget (pack._cut_line): joined as they are, its pieces make the line again, so a cut line counts whole."""
-    return "".join(docs).splitlines()
+    return source_lines("".join(docs))
 
 
 def lines_in_order(source: str, docs: list[str]) -> int:
-    """How many of the source's non-blank lines the docs, read in order, hold as a greedy subsequence."""
+    """How many of the source's lines the docs, read in order, hold as a greedy subsequence."""
     wanted = source_lines(source)
     found = 0
     for line in doc_lines(docs):
@@ -60,9 +62,9 @@ EXAMPLES_KEPT = 10
 
 
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
-    """One file's figures: its non-blank lines and how many its docs keep, its docs and how many
+    """One file's figures: its lines and how many its docs keep as written, its docs and how many
     balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any)."""
-    lines = source_lines(source)
+    lines = source_lines(source) if source.strip() else []  # (a file of whitespace makes no doc: nothing to keep)
     kept = len(lines) if docs == [source] else _kept(lines, docs)  # a whole-file doc keeps every line
     return {"lines": len(lines), "lines_kept": kept, "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS},

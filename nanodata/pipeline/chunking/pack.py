@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.braces import line_depths
+from nanodata.pipeline.chunking.braces import balanced, line_depths
 from nanodata.pipeline.chunking.units import FileUnits, Part
 from nanodata.tokenizer import load
 
@@ -502,25 +502,39 @@ class Packer:
 
     def cut(self, ref, scope: tuple, source: str) -> list[Doc]:
         """A statement larger than the budget (a huge initializer, a line of a parse-error region):
-        cut by lines (at balanced lines where it can) inside its scope's lines, and counted."""
-        self.stats["oversized_statement_cuts"] += 1
-        wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
+        cut by lines (at balanced lines where it can) inside its scope's lines, and counted. One that fits the budget
+        without its scope's lines (a long doc comment in a namespace) is a doc of its own instead, uncut, where no
+        line of the scope borders it (that line would be its doc's alone)."""
         file, lines = self.where(ref)
         text = self.text(ref)
+        before, after = _bordering(scope, lines) if lines is not None else ("", "")  # the scope's lines bordering it
+        if not before and not after and self.shape(ref)[1] <= self.budget:
+            builder = self.builder([])
+            builder.add((), text, self.shape(ref)[1], (file, lines))
+            return [builder.finish("split", source)]
+        self.stats["oversized_statement_cuts"] += 1
+        wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
         if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare, with the scope's lines
-            before, after = _bordering(scope, lines) if lines is not None else ("", "")  # that border it
-            text, lines = before + text, lines and (lines[0] - before.count("\n"), lines[1])
-            text += after
+            text, lines = before + text + after, lines and (lines[0] - before.count("\n"), lines[1])
             scope, wrapping = (), 0
         line = lines[0] if lines is not None else None
         docs = []
-        for piece, tokens in split_text(text, self.budget - wrapping, self.counter):
+        pieces = split_text(text, self.budget - wrapping, self.counter)
+        for number, (piece, tokens) in enumerate(pieces):
             ends = piece.count("\n")  # (a piece of a line longer than the budget ends none: the next is on it too)
             where = (file, (line, line + max(ends - 1, 0)) if line is not None else None)
             if piece.strip():
+                # a piece that starts or ends inside a comment or literal would swallow its scope's closing lines
+                # (or spill into code): it goes bare, unless its scope's lines border it (they are its own)
+                bordered = number == 0 and before or number == len(pieces) - 1 and after
                 builder = self.builder([])
                 builder.add(scope, piece, tokens, where)
-                docs.append(builder.finish("split", source, cut=True))
+                doc = builder.finish("split", source, cut=True)
+                if scope and not bordered and not balanced(doc.text):
+                    builder = self.builder([])
+                    builder.add((), piece, tokens, where)
+                    doc = builder.finish("split", source, cut=True)
+                docs.append(doc)
             line = line + ends if line is not None else None
         return docs
 
