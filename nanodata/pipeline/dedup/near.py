@@ -2,11 +2,13 @@
 
 The rule (BigCode's, verified as The Stack v1 did): two files are near-copies when the Jaccard similarity of
 their 5-gram shingle sets, estimated from their full 256-bin signatures (minhash.py), reaches the threshold
-(default 0.7). Near-copies are joined into clusters (connected components); each cluster keeps one file and
-the others lose their docs. The kept file is the cluster's smallest *rank*: a file outside every vendoring
-directory (VENDOR_SEGMENTS) before one inside, then the earlier file in input order (its gid), the rule exact
-dedupe follows. Ranks depend on nothing but the input, so the removed set is the same for any partition size,
-worker count, bucket count or chunking mode.
+(default 0.7). A file leaves the corpus only for a *kept twin*: the files are walked in keep order (their *rank*:
+a file outside every vendoring directory (VENDOR_SEGMENTS) before one inside, then the earlier file in input
+order, its gid: the rule exact dedupe follows), and a file is removed when a verified pair joins it to a file
+already kept; else it is kept. Connected components (BigCode's rule) would also remove a file whose only
+near-twins are removed themselves (a chain A-B-C with A-C far apart loses C for A); here C stays. Ranks depend
+on nothing but the input, so the removed set is the same for any partition size, worker count, bucket count or
+chunking mode.
 
 It runs as a map and two reduces, over files staged in one place (`near`: a local dir or gs:// prefix):
 - signatures (`SignatureSink`, in the pass that reads each file anyway): per partition P, sigs/P.bin (fixed-size
@@ -14,12 +16,13 @@ It runs as a map and two reduces, over files staged in one place (`near`: a loca
   signature's LSH band keys, grouped by band and sorted by (key, rank), one byte range per band;
 - band groups (`find_edges`, mapped): for its bands, every partition's records, sorted by (key, rank); files
   sharing a key are candidates. Each candidate is checked against the first (smallest-rank) file of its key,
-  then, failing that, against up to RETRIES other members, on the full signatures (read for candidates only),
-  and only a pair at or above the threshold becomes an edge. No task holds all signatures: a group holds its
+  then, failing that, against up to RETRIES other members before it (each pair at or above the threshold kept),
+  on the full signatures (read for candidates only), and only a pair at or above the threshold becomes an edge. No task holds all signatures: a group holds its
   bands' keys (24 bytes per file per band) and the signatures of its candidates;
-- components (`settle`, one task): the edges' connected components by min-label propagation, each component's
-  smallest rank kept; removed.bin (sorted gids) and summary.json. Its memory grows with the edges, not the corpus;
-  it reads the names of the files it reports only.
+- kept twins (`settle`, one task): one pass over the edges sorted by their later end (`kept_twins`), each file
+  removed for its most similar kept earlier file, if any; removed.bin (sorted gids) and summary.json (each
+  removed file reported with its twin and their edge's Jaccard; a cluster is a kept file and the files removed
+  for it). Its memory grows with the edges, not the corpus; it reads the names of the files it reports only.
 """
 
 from __future__ import annotations
@@ -247,8 +250,9 @@ def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, 
 
 def _retry_failed(member: np.ndarray, sigs: np.ndarray, row: dict, failed: set, threshold: float) -> list:
     """A candidate unlike its key's first file may still be like another member of that key (a cluster that
-    drifts): check it against up to RETRIES members before it, in rank order. Only keys holding such a candidate
-    are looked at."""
+    drifts): check it against up to RETRIES members before it, in rank order, and keep every pair that passes
+    (settle removes a file only for a kept twin: the first file it is like may be removed itself). Only keys
+    holding such a candidate are looked at."""
     if not failed:
         return []
     member = member[np.lexsort((member["rank"], member["key"]))]
@@ -259,28 +263,27 @@ def _retry_failed(member: np.ndarray, sigs: np.ndarray, row: dict, failed: set, 
     for i in np.flatnonzero(np.isin(member["ref"], np.fromiter(failed, dtype=np.uint64, count=len(failed)))).tolist():
         earlier = [row[int(r)] for r in member["ref"][max(int(run_start[i]), i - RETRIES):i].tolist()]
         if earlier:
-            similar = jaccard(sigs[earlier], sigs[row[int(member["ref"][i])]])
-            best = int(np.argmax(similar))
-            if similar[best] >= threshold:
-                found.append((earlier[best], row[int(member["ref"][i])], float(similar[best])))
+            this = row[int(member["ref"][i])]
+            similar = jaccard(sigs[earlier], sigs[this])
+            found.extend((other, this, float(j)) for other, j in zip(earlier, similar.tolist(), strict=True)
+                         if j >= threshold)
     return found
 
 
-# ---------------------------------------------------------------- reduce 2: edges -> clusters -> removed files
+# ---------------------------------------------------------------- reduce 2: edges -> kept twins -> removed files
 
-def _components(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """Each node's component label: the smallest node index in it (min-label propagation + pointer jumping)."""
-    label = np.arange(n)
-    while True:
-        low = np.minimum(label[a], label[b])
-        before = label.copy()
-        np.minimum.at(label, a, low)
-        np.minimum.at(label, b, low)
-        label = label[label]
-        while not np.array_equal(label, label[label]):
-            label = label[label]
-        if np.array_equal(label, before):
-            return label
+def kept_twins(a: np.ndarray, b: np.ndarray, jaccard: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(twin, similarity) of n nodes numbered in keep order, joined by verified edges a < b: a node's twin is -1
+    when it is kept, else the kept earlier node it is removed for, the most similar one (ties: the earlier), and
+    similarity that edge's estimate. One pass over the edges sorted by their later end: every node's edges to
+    earlier nodes are read after those nodes are settled."""
+    twin = np.full(n, -1, dtype=np.int64)
+    similar = np.zeros(n, dtype=np.float32)
+    order = np.lexsort((a, -jaccard, b))   # by later end, then most similar first, then earlier first
+    for x, y, j in zip(a[order].tolist(), b[order].tolist(), jaccard[order].tolist(), strict=True):
+        if twin[y] < 0 and twin[x] < 0:   # y not yet removed, x kept: y's best kept twin is the first seen
+            twin[y], similar[y] = x, j
+    return twin, similar
 
 
 def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
@@ -295,16 +298,11 @@ def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
     _, first = np.unique(members["rank"], return_index=True)  # every node is a member of the group of its edges
     members = members[first]  # aligned with nodes: both sorted by rank
     ia, ib = np.searchsorted(nodes, edge["a"]), np.searchsorted(nodes, edge["b"])
-    label = _components(ia, ib, len(nodes))
-    removed = np.flatnonzero(label != np.arange(len(nodes)))
-    kept = label[removed]
-    # a removed file's Jaccard to the file kept in its place (its edge to it), else its closest verified neighbour
-    best = np.zeros(len(nodes), dtype=np.float32)
-    np.maximum.at(best, ia, edge["jaccard"])
-    np.maximum.at(best, ib, edge["jaccard"])
-    direct = {(int(x), int(y)): float(j) for x, y, j in zip(ia[label[ib] == ia].tolist(), ib[label[ib] == ia].tolist(),
-                                                             edge["jaccard"][label[ib] == ia].tolist(), strict=True)}
-    similar = np.array([direct.get((int(k), int(r)), float(best[r])) for k, r in zip(kept, removed, strict=True)])
+    twin, similar_to = kept_twins(ia, ib, edge["jaccard"], len(nodes))
+    removed = np.flatnonzero(twin >= 0)
+    kept = twin[removed]
+    similar = similar_to[removed]
+    label = np.where(twin >= 0, twin, np.arange(len(nodes)))   # a cluster: a kept file and those removed for it
     removed_gids = np.sort(gid_of_rank(nodes[removed]))
     storage.write_bytes(join(near, "removed.bin"), removed_gids.astype("<u8").tobytes())
     summary = _summary(near, nodes, label, removed, kept, similar, members, by_project, threshold)
