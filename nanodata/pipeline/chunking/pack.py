@@ -396,6 +396,7 @@ class Packer:
     _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
     _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
     _separators: dict = field(default_factory=dict)   # ref -> tokens SEPARATOR adds after its text
+    _where: dict = field(default_factory=dict)   # ref -> where(ref)
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
@@ -447,26 +448,29 @@ class Packer:
         fu = self.index.files.get(ref[0])
         if fu is None:
             return ref[0], None
+        if ref in self._where:
+            return self._where[ref]
         _, scope, segments, _ = self.node(ref)
         lines = fu.lines_of(segments)
         if lines is None and not segments and scope and scope[-1][5] and scope[-1][5][-1][2] is not None:
             after = scope[-1][5][-1][2][1]
             lines = (after + 1, after)
-        return ref[0], lines
+        self._where[ref] = ref[0], lines
+        return self._where[ref]
 
     def separator(self, last, ref) -> int | None:
         """Tokens of SEPARATOR between unit `last` and unit `ref` placed after it, or None when none goes there: not
         separating, not two units, or two units next to each other in their file (or one without text)."""
         if not self.separate or last is None or len(last) != 2 or len(ref) != 2:
             return None
-        if last[0] == ref[0] and ref[1] == last[1] + 1:
+        if last[0] == ref[0] and ref[1] == last[1] + 1 or not self.shape(ref)[1]:  # next to it, or no text
             return None
         if last not in self._separators:
             text = self.text(last)
             tail = text[text.rstrip().rfind("\n") + 1:]  # its last line and the blank lines after it
             # a tokenizer's pre-tokens join line ends (and a mark before them): only the tail's count changes
             self._separators[last] = self.counter.count(tail + SEPARATOR) - self.counter.count(tail) if tail else None
-        return None if self._separators[last] is None or not self.text(ref) else self._separators[last]
+        return self._separators[last]
 
     def fits(self, builder: DocBuilder, refs: list) -> bool:
         """Would the doc stay within budget with all of `refs` added (in order)?"""

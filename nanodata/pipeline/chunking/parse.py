@@ -5,7 +5,7 @@ from __future__ import annotations
 from nanodata.pipeline.chunking.bracefallback import _consistent, brace_units
 from nanodata.pipeline.chunking.lines import _line_texts
 from nanodata.pipeline.chunking.references import _references
-from nanodata.pipeline.chunking.syntax import _definitions, _includes, parser
+from nanodata.pipeline.chunking.syntax import _definitions, _includes, parse_tree
 from nanodata.pipeline.chunking.treewalk import _balances_alone, _Builder, _recovered
 from nanodata.pipeline.chunking.units import FileUnits
 
@@ -15,7 +15,7 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     Without references, units carry no names, calls nor types (all basic mode needs). Nodes of more
     than `split_bytes` bytes are laid out as Parts (the chunker passes its budget's worth)."""
     data = text.encode("utf-8")
-    tree = parser().parse(data)
+    tree = parse_tree(data)
     root = tree.root_node
     # a unit recovered from a parse error that does not balance alone: the tree need not be walked
     fallback = root.has_error and not all(_balances_alone(data, *span) for span in _recovered(root.children))
