@@ -96,9 +96,10 @@ def line_bounds(block: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
 
 # ---------------------------------------------------------------- docs: lines → Arrow rows
 
+# lines: the chunker's [first, last] lines of its source that a doc holds as written (null: none recorded)
 SCHEMA = pa.schema([("text", pa.string()), ("n_tokens", pa.int64()), ("mode", pa.string()),
-                    ("source", pa.string()), ("kind", pa.string())])
-META_STR = ("mode", "source", "kind")  # the chunker's string metadata; n_tokens is the other column
+                    ("source", pa.string()), ("lines", pa.list_(pa.int64())), ("kind", pa.string())])
+META_STR = ("mode", "source", "kind")  # the chunker's string metadata; n_tokens and lines are the other columns
 # a superset of the characters str.strip() removes: a text made only of these might be "empty"
 MAYBE_BLANK = r"^[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 
@@ -164,13 +165,18 @@ def parse_doc(line: bytes) -> tuple:
     for key, value in zip(META_STR, meta, strict=False):
         if value is not None and not isinstance(value, str):
             raise BadLine("bad_metadata", f"{key!r} is a JSON {type(value).__name__}, not a string")
+    lines = obj.get("lines")
+    if lines is not None and not (type(lines) is list and len(lines) == 2
+                                  and all(type(n) is int and 0 <= n < 2 ** 63 for n in lines)):
+        raise BadLine("bad_metadata", f"'lines' is {lines!r}, not [first, last] line numbers")
     try:
         for value in (text, *meta):
             if value is not None:
                 value.encode()
     except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes cannot be stored as UTF-8
         raise BadLine("invalid_unicode", "a string holds a lone surrogate") from None
-    return (text, n_tokens, *meta)
+    mode, source, kind = meta
+    return text, n_tokens, mode, source, lines, kind
 
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
@@ -209,12 +215,22 @@ def _parse_block_fast(block: bytes | memoryview, starts: np.ndarray) -> pa.Table
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     text = table.column("text")
+    lines = table.column("lines")
     if (table.num_rows != len(starts)  # no line is blank, so this means one object per line
             or text.null_count
             or pc.any(pc.less(table.column("n_tokens"), 0)).as_py()
-            or pc.any(pc.match_substring_regex(text, MAYBE_BLANK)).as_py()):
+            or pc.any(pc.match_substring_regex(text, MAYBE_BLANK)).as_py()
+            or not _two_line_numbers(lines)):
         return None
     return table
+
+
+def _two_line_numbers(lines: pa.ChunkedArray) -> bool:
+    """Every non-null `lines` value is two non-null, non-negative numbers (what parse_doc accepts)."""
+    sizes = pc.list_value_length(lines)
+    values = pc.list_flatten(lines)
+    return (not pc.any(pc.not_equal(sizes, 2)).as_py() and not values.null_count
+            and not pc.any(pc.less(values, 0)).as_py())
 
 
 def parse_block(block: bytes | memoryview) -> ParsedBlock:

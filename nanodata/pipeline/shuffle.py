@@ -235,6 +235,15 @@ def _strings(sizes: np.ndarray, data: bytearray, valid: np.ndarray | None = None
     return pa.StringArray.from_buffers(len(sizes), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data), nulls)
 
 
+def _line_pairs(lines: pa.ChunkedArray) -> np.ndarray:
+    """Each row's (first, last) line numbers, (-1, -1) where lines is null (a non-null value holds two: jsonl)."""
+    pairs = np.full((len(lines), 2), -1, dtype=np.int64)
+    held = pc.is_valid(lines).to_numpy(zero_copy_only=False)
+    if held.any():
+        pairs[held] = pc.list_flatten(lines).to_numpy(zero_copy_only=False).reshape(-1, 2)
+    return pairs
+
+
 def _validity(valid: np.ndarray) -> pa.Buffer | None:
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
@@ -247,12 +256,13 @@ class RowSpool(_Spool):
     keys, so its rows lie in one stretch of each run: writing it reads a few stretches (two per run), not a
     record per row, then puts the rows in key order with Arrow's take. Memory holds, per row, its key and
     weight, where its text and its metadata start in the file, the text's length, each metadata field's
-    length (-1 - length where it is null) and n_tokens (-1 where it is null)."""
+    length (-1 - length where it is null), n_tokens (-1 where it is null) and its two line numbers (-1 where
+    lines is null)."""
 
     def __init__(self, path: Path):
         super().__init__(path)
         self.text_at, self.meta_at = array("Q"), array("Q")
-        self.texts, self.fields, self.n_tokens = array("Q"), array("q"), array("q")
+        self.texts, self.fields, self.n_tokens, self.lines = array("Q"), array("q"), array("q"), array("q")
 
     def add_rows(self, keys: np.ndarray, weights: np.ndarray, table: pa.Table, rows: np.ndarray) -> None:
         """table's rows `rows` (SCHEMA), with their sort keys and weights (the bytes of their JSON lines)."""
@@ -272,6 +282,7 @@ class RowSpool(_Spool):
         _extend(self.texts, text_sizes)
         _extend(self.fields, np.where(meta.is_null().to_numpy(zero_copy_only=False), -1 - sizes, sizes))
         _extend(self.n_tokens, pc.fill_null(table.column("n_tokens"), -1).to_numpy()[rows])
+        _extend(self.lines, _line_pairs(table.column("lines"))[rows])
         _extend(self.keys, keys)
         _extend(self.weights, weights)
         self.bytes += int(weights.sum())
@@ -293,6 +304,12 @@ class RowSpool(_Spool):
         columns["text"] = _strings(texts, text_data).take(pa.array(back))
         n_tokens = np.frombuffer(self.n_tokens, dtype=np.int64)[rows]
         columns["n_tokens"] = pa.Array.from_buffers(pa.int64(), len(rows), [_validity(n_tokens >= 0), pa.py_buffer(n_tokens)])
+        pairs = np.frombuffer(self.lines, dtype=np.int64).reshape(-1, 2)[rows]
+        held = pairs[:, 0] >= 0
+        offsets = np.concatenate(([0], np.cumsum(2 * held))).astype(np.int32)
+        columns["lines"] = pa.ListArray.from_buffers(
+            SCHEMA.field("lines").type, len(rows), [_validity(held), pa.py_buffer(offsets)],
+            children=[pa.array(pairs[held].ravel(), type=pa.int64())])
         return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
 
     def _read(self, at: np.ndarray, sizes: np.ndarray) -> bytearray:

@@ -10,7 +10,8 @@ from corpus import make_docs
 def make_records(n: int, seed: int = 0) -> list[dict]:
     docs = [d or f"nonempty {seed}-{i}" for i, d in enumerate(make_docs(n, seed=seed, max_words=120))]
     return [{"text": d, "n_tokens": len(d.split()), "mode": "basic", "source": f"src/f{seed}_{i}.cpp",
-             "kind": "function"} for i, d in enumerate(docs)]
+             "lines": [i + 1, i + 1 + len(d) % 40] if i % 5 else None, "kind": "function"}
+            for i, d in enumerate(docs)]
 
 
 def write_jsonl(path: Path, records, extra_lines=()) -> Path:

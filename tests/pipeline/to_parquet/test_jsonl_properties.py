@@ -25,7 +25,9 @@ NEVER_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]  # bytes that occur in no valid U
 texts = st.text(min_size=1, max_size=30).filter(str.strip)
 meta = st.fixed_dictionaries({}, optional={"n_tokens": st.integers(0, 2 ** 63 - 1) | st.none(),
                                            "mode": st.text(max_size=5) | st.none(), "source": st.text(max_size=5),
-                                           "kind": st.text(max_size=5), "extra": st.integers() | st.lists(st.booleans())})
+                                           "kind": st.text(max_size=5), "extra": st.integers() | st.lists(st.booleans()),
+                                           "lines": st.lists(st.integers(0, 2 ** 63 - 1), min_size=2, max_size=2)
+                                           | st.none()})
 pad = st.sampled_from(["", " ", "\t", "  \t", "\r"])
 
 
@@ -49,7 +51,7 @@ def bad(draw):
         ("invalid_json", ""), ("invalid_json", "   "), ("invalid_json", "{cut"), ("invalid_json", "two"),
         ("not_utf8", "utf8"), ("not_an_object", "list"), ("missing_text", '{"txt": "x"}'),
         ("non_string_text", "number"), ("empty_text", "blank"), ("bad_metadata", "n_tokens"),
-        ("bad_metadata", "mode"), ("invalid_unicode", '{"text": "a\\udc00b"}')]))
+        ("bad_metadata", "mode"), ("bad_metadata", "lines"), ("invalid_unicode", '{"text": "a\\udc00b"}')]))
     doc = dumps({"text": text}, draw(st.booleans()))
     if line == "{cut":  # a strict prefix of an object is never JSON
         line = doc[:draw(st.integers(0, len(doc) - 1))]
@@ -69,6 +71,10 @@ def bad(draw):
         line = dumps({"text": text, "n_tokens": draw(st.sampled_from([-1, 1.5, "7", True, 2 ** 63, [1]]))}, True)
     elif line == "mode":
         line = dumps({"text": text, "mode": draw(st.sampled_from([1, True, ["x"], {"a": "b"}]))}, True)
+    elif line == "lines":
+        line = dumps({"text": text, "lines": draw(st.sampled_from([[], [1], [1, 2, 3], [1, None], [-1, 2], [1.5, 2],
+                                                                    "12", [True, 1], [1, 2 ** 63], {"a": 1}, 7]))},
+                     True)
     return line.encode(), (kind,)
 
 

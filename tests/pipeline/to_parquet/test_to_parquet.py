@@ -38,7 +38,7 @@ def test_every_doc_in_exactly_one_file_with_its_metadata(tmp_path, jsonl, record
     got = collections.Counter(json.dumps(r, sort_keys=True) for rs in rows.values() for r in rs)
     assert got == collections.Counter(json.dumps(r, sort_keys=True) for r in records)
     assert manifest["total_rows"] == len(records) == sum(len(rs) for rs in rows.values())
-    assert pq.read_schema(out / "shard_00000.parquet").names == ["text", "n_tokens", "mode", "source", "kind"]
+    assert pq.read_schema(out / "shard_00000.parquet").names == ["text", "n_tokens", "mode", "source", "lines", "kind"]
     assert 100 < manifest["val"]["rows"] < 210  # ~10% of 1500
     assert [s["rows"] for s in manifest["shards"]][:-1] == [400] * (len(manifest["shards"]) - 1)
 
