@@ -1,5 +1,5 @@
-"""Near-duplicate files (nanodata/pipeline/dedup): signature speed, the components step at scale, and what
-`--dedup near` adds to a chunk run.
+"""Near-duplicate files (nanodata/pipeline/dedup): signature speed, the components step at scale, what
+`--dedup near` adds to a chunk run, and its removals scored against exact Jaccard.
 
 1. Signatures per second per core, on real C++ (default: every .h/.cc/.cpp/.hpp file under /work/eight, else
    the libstdc++ headers under /usr/include/c++; --corpus DIR): minhash.signature(text), per file, against
@@ -25,10 +25,26 @@
    project), basic, one worker, --max-tokens 2048, JSONL: CPU time (user + sys) of the child process
    (getrusage(RUSAGE_CHILDREN) deltas), --chunk-runs runs each in turns, medians; goal near/exact <= 1.15.
 
-All three by default (~9 min on 2 cores, most of it find_edges); --signatures, --components, --chunk pick some; --quick is a much
-smaller run of each (~1 min).
+4. (--scored, opt-in: ~8 min on 2 shared cores: eight chunk runs, and 3's six) Which files each rule removes, scored
+   against the exact Jaccard of BigCode's shingles, this checkout (a file removed only for a kept twin) beside the
+   old rule (--old-root, default /tmp/old: a checkout of e72a3d3, run under PYTHONPATH; every file of a connected
+   component but its first removed), on --corpus and on --corpus + planted copies: PLANTED_COPIES near-copies (1% of
+   identifier uses renamed, exact J 0.80-0.99 to the original) and as many far copies (20%, exact J <= 0.40) of
+   distinct originals (seeded), in a project dir given after the corpus (so after their originals in input order).
+   Each rule runs chunk_to_jsonl(basic, --max-tokens 2048, --dedup near, filters and redaction off) in a child, twice
+   (the second with 2 workers), its summary naming every removed file and its twin. A removal is justified when some
+   kept file is at exact J >= 0.7 to it, questionable at 0.5-0.7, false below; exact J is computed for the pairs
+   estimated at >= 0.4 only (every pair's signatures compared on 64 bins, then on 256: no O(n^2) set comparisons; a
+   pair at exact J 0.5 is missed with probability ~1e-3). Also: planted near-copies with one side removed, far copies
+   removed, groups (connected files at exact J >= 0.8) removed whole with no kept file at >= 0.7, the removed set of
+   the second run, the 256-bin estimate's error on real pairs at exact J 0.6-0.8, questionable removals whose twin
+   edge was estimated under threshold + 0.05, and 3's cost ratio (run if 3 was not). Goals: no removal without a kept
+   file at J >= 0.5; questionable <= 3% of removals; no group at J >= 0.8 removed whole; near/exact <= 1.15.
 
-    .venv/bin/python benchmarks/bench_near_dedup.py [--quick] [--signatures] [--components] [--chunk]
+1-3 by default (~9 min on 2 cores, most of it find_edges); --signatures, --components, --chunk, --scored pick
+some; --quick is a much smaller run of each (~1 min; 4: 100 copies of each kind and 3 once, ~4 min).
+
+    .venv/bin/python benchmarks/bench_near_dedup.py [--quick] [--signatures] [--components] [--chunk] [--scored]
 """
 
 from __future__ import annotations
@@ -378,11 +394,13 @@ def build_corpus(tmp: Path, label: str, files: int, planted: int, args) -> dict:
             "seconds": time.perf_counter() - started}
 
 
-def run_child(argv: list[str]) -> dict:
+def run_child(argv: list[str], pythonpath: str | None = None) -> dict:
     """A Python child of this script: its result (last stdout line, JSON), wall s, CPU s (wait4: the child's
     own) and its own peak RSS (its VmHWM, which it reports: wait4's ru_maxrss would count the parent's pages
-    that the child held between fork and exec)."""
+    that the child held between fork and exec). pythonpath: put first on its path (another checkout's nanodata)."""
     env = dict(os.environ, TQDM_DISABLE="1")
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], stdout=out, stderr=err, env=env)
@@ -406,6 +424,8 @@ def child_main(mode: str, plan_path: str) -> None:
         result = write_planted_partition(plan, int(mode.split(":")[1]))
     elif mode == "imports":
         result = {}
+    elif mode == "near-run":
+        result = near_run(plan)
     elif mode == "settle":
         summary = near.settle(plan["near"], plan["groups"], plan["by_project"], plan["threshold"])
         result = {k: summary[k] for k in ("files_removed", "clusters", "candidate_pairs_verified")}
@@ -511,12 +531,12 @@ def bench_components(args) -> None:
 
 # ---------------------------------------------------------------- 3. --dedup near against --dedup exact
 
-def bench_chunk(tree: Path, runs: int, threshold: float) -> None:
+def bench_chunk(tree: Path, runs: int, threshold: float) -> float | None:
     cli = [sys.executable, "-m", "nanodata.cli", "chunk"]
     helptext = subprocess.run([*cli, "--help"], capture_output=True, text=True).stdout
     if "--dedup" not in helptext:
         print("chunk --dedup near vs exact: skipped: this checkout's `nanodata chunk` has no --dedup")
-        return
+        return None
     cpu: dict[str, list[float]] = {"exact": [], "near": []}
     docs = {}
     removed = None
@@ -545,6 +565,345 @@ def bench_chunk(tree: Path, runs: int, threshold: float) -> None:
           f"{', '.join(f'{s:.2f}' for s in cpu['exact'])}, near {', '.join(f'{s:.2f}' for s in cpu['near'])}")
     _line(f"chunk --dedup near vs exact, median CPU s of {runs} in turns", near_, "CPU s (near)", exact,
           "CPU s (exact)", near_ / exact, f"<= {CHUNK_GOAL}")
+    return near_ / exact
+
+
+# ---------------------------------------------------------------- 4. removals scored against exact Jaccard
+
+SCORED_BY_DEFAULT = False   # 4 is opt-in (--scored): see the module docstring
+OLD_ROOT = Path("/tmp/old")  # the previous rule's checkout (e72a3d3: every file of a component but its first removed)
+PLANTED_COPIES = 300         # near-copies, and as many far copies
+NEAR_RENAME, NEAR_RANGE = 0.01, (0.80, 0.99)  # share of identifier uses renamed, exact Jaccard wanted to the original
+FAR_RENAME, FAR_RANGE = 0.20, (0.0, 0.40)
+MIN_SHINGLES = 200           # an original has at least this many (so a 1% rename lands in NEAR_RANGE)
+JUSTIFIED, QUESTIONABLE = 0.7, 0.5   # a removal's best exact Jaccard to a kept file: >= 0.7, 0.5-0.7, else false
+GROUP_J = 0.8                # groups: connected files at exact J >= this
+CANDIDATE_J = 0.4            # pairs scored exactly: a 256-bin estimate at or above this
+QUESTIONABLE_GOAL = 0.03
+NEAR_EDGE = 0.05             # "near the threshold": an estimate in [threshold, threshold + this)
+IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
+CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+    char32_t class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
+    decltype default define defined delete do double dynamic_cast elif else endif enum error explicit export extern
+    false float for friend goto if ifdef ifndef include inline int long mutable namespace new noexcept not not_eq
+    nullptr operator or or_eq pragma private protected public register reinterpret_cast requires return short signed
+    sizeof static static_assert static_cast struct switch template this thread_local throw true try typedef typeid
+    typename undef union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
+_GRAM_MULTIPLIERS = [_U64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                                       0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD)]
+
+
+def shingle_set(text: str) -> np.ndarray:
+    """BigCode's shingle set (lowercase, split on \\W+, the distinct 5-grams of tokens) as sorted unique 64-bit
+    hashes of the 5-grams: exact Jaccard up to a 2**-64 collision per pair of shingles (checked on a sample against
+    shingle_strings)."""
+    tokens = [t for t in WORD_SPLIT.split(text.lower()) if t]
+    n = len(tokens) - minhash.NGRAM + 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.uint64)
+    h = np.array([hash(t) for t in tokens], dtype=np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        gram = h[:n] * _GRAM_MULTIPLIERS[0]
+        for k in range(1, minhash.NGRAM):
+            gram = gram + h[k:k + n] * _GRAM_MULTIPLIERS[k]
+    return np.unique(_mix(gram))
+
+
+def exact_j(a: np.ndarray, b: np.ndarray) -> float:
+    shared = len(np.intersect1d(a, b, assume_unique=True))
+    union = len(a) + len(b) - shared
+    return shared / union if union else 1.0
+
+
+def corpus_files(roots: list[Path]) -> list[tuple[str, str]]:
+    """(source, text) of every file a chunk run over these project dirs reads, in its input order, named as its
+    docs and near-dedup's summary name them and read as it reads them (this checkout's tree_items, load_text)."""
+    from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, SourceFile, load_text, tree_items
+
+    files = []
+    for number, root in enumerate(roots):
+        for item in tree_items(str(root), number, CPP_EXTENSIONS, None):
+            if isinstance(item, SourceFile):
+                text, _ = load_text(item)
+                if text is not None:
+                    files.append((item.source, text))
+    return files
+
+
+def rename_identifiers(text: str, rate: float, rng: random.Random) -> str:
+    """A copy with each use of an identifier (a C++ keyword or preprocessor word is none) renamed, with
+    probability rate, to NAME_zq."""
+    def swap(match: re.Match) -> str:
+        word = match.group(0)
+        return word if word in CPP_KEYWORDS or rng.random() >= rate else f"{word}_zq"
+
+    return IDENTIFIER.sub(swap, text)
+
+
+def planted_copy(text: str, base: np.ndarray, rate: float, bounds: tuple[float, float],
+                 seed: int) -> tuple[str, float] | None:
+    """A renamed copy whose exact Jaccard to text lies in bounds (the rate nudged, 40 tries), else None."""
+    rng = random.Random(seed)
+    for _ in range(40):
+        copy = rename_identifiers(text, rate, rng)
+        j = exact_j(base, shingle_set(copy))
+        if bounds[0] <= j <= bounds[1]:
+            return copy, j
+        rate = min(1.0, rate * (1.15 if j > bounds[1] else 1 / 1.15))
+    return None
+
+
+def plant(files: list[tuple[str, str]], sets: list[np.ndarray], root: Path, count: int) -> dict:
+    """Near- and far copies of distinct originals (not vendored, MIN_SHINGLES shingles or more, drawn with SEED)
+    written under root/planted/{near,far}/SOURCE: a project dir given after the corpus, so each copy comes after
+    its original in input order. Returns {"near": [(original source, copy source, exact J)], "far": [...]}."""
+    def vendored(source: str) -> bool:
+        return near.is_vendored(source.partition("/")[2])
+
+    eligible = [i for i, (source, _) in enumerate(files) if len(sets[i]) >= MIN_SHINGLES and not vendored(source)]
+    rng = random.Random(SEED)
+    order = rng.sample(eligible, len(eligible))
+    out: dict[str, list] = {"near": [], "far": []}
+    for kind, rate, bounds in (("near", NEAR_RENAME, NEAR_RANGE), ("far", FAR_RENAME, FAR_RANGE)):
+        while len(out[kind]) < count and order:
+            i = order.pop()
+            made = planted_copy(files[i][1], sets[i], rate, bounds, SEED * 1_000_003 + i)
+            if made is None:
+                continue
+            source = f"planted/{kind}/{files[i][0]}"
+            path = root / source
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(made[0].encode("utf-8", "surrogateescape"))
+            out[kind].append((files[i][0], source, made[1]))
+        if len(out[kind]) < count:
+            raise SystemExit(f"scored: only {len(out[kind])} {kind} copies planted of {count} (too few originals)")
+    return out
+
+
+def near_run(plan: dict) -> dict:
+    """In a child (this checkout's nanodata, or the old rule's through PYTHONPATH): chunk_to_jsonl --dedup near
+    over the plan's project dirs; every removed file with its twin and their edge's estimate."""
+    from nanodata.pipeline.chunking import chunk_to_jsonl
+
+    near.EXAMPLES_KEPT = 1 << 40  # the summary names every removed file (it names 1000 otherwise)
+    with tempfile.TemporaryDirectory(prefix="near-scored-") as tmp:
+        summary = chunk_to_jsonl(Path(tmp) / "docs.jsonl", project_dirs=plan["roots"], mode="basic",
+                                 max_tokens=MAX_TOKENS, dedup="near", near_threshold=plan["threshold"],
+                                 filters="none", redact="none", workers=plan["workers"])
+    found = summary["near_duplicates"]
+    assert len(found["examples"]) == found["files_removed"]
+    return {"module": near.__file__, "files_removed": found["files_removed"], "files_signed": found["files_signed"],
+            "removed": [[e["removed"], e["kept"], e["jaccard"]] for e in found["examples"]]}
+
+
+def similar_pairs(sigs: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, estimate) of every pair i < j whose 256-bin estimate is >= floor: all pairs on 64 bins first (at
+    floor - 0.15: a pair at floor + 0.1 falls under it with probability ~1e-4), then the full signature."""
+    head = np.ascontiguousarray(sigs[:, :64])
+    found_i, found_j = [], []
+    for lo in range(0, len(sigs), 64):
+        agree = (head[lo:lo + 64, None, :] == head[None, :, :]).mean(axis=2)
+        i, j = np.nonzero(agree >= floor - 0.15)
+        i = i + lo
+        keep = j > i
+        found_i.append(i[keep])
+        found_j.append(j[keep])
+    i, j = np.concatenate(found_i), np.concatenate(found_j)
+    estimate = minhash.jaccard(sigs[i], sigs[j]) if len(i) else np.zeros(0)
+    keep = estimate >= floor
+    return i[keep], j[keep], estimate[keep]
+
+
+class Scored:
+    """A corpus' files, their exact shingle sets and signatures, and the exact Jaccard of every pair worth it."""
+
+    def __init__(self, files: list[tuple[str, str]], sets: list[np.ndarray], planted: set[str]):
+        self.sources = [source for source, _ in files]
+        self.index = {source: n for n, source in enumerate(self.sources)}
+        self.sets = sets
+        self.planted = np.array([s in planted for s in self.sources])
+        signed = [n for n, s in enumerate(sets) if len(s)]
+        self.signed = np.zeros(len(files), dtype=bool)
+        self.signed[signed] = True
+        # the low 16 bits of each bin: what find_edges compares
+        sigs = np.stack([minhash.signature(files[n][1]) for n in signed]).astype(np.uint16)
+        i, j, estimate = similar_pairs(sigs, CANDIDATE_J)
+        self.pairs: dict[tuple[int, int], tuple[float, float]] = {}  # (a, b) a < b -> (estimate, exact J)
+        for a, b, e in zip(np.asarray(signed)[i].tolist(), np.asarray(signed)[j].tolist(), estimate.tolist(),
+                           strict=True):
+            self.pairs[(a, b)] = (e, exact_j(sets[a], sets[b]))
+        self.neighbours: list[list[tuple[int, float]]] = [[] for _ in files]
+        for (a, b), (_, j) in self.pairs.items():
+            self.neighbours[a].append((b, j))
+            self.neighbours[b].append((a, j))
+
+    def score(self, run: dict, threshold: float, planted: dict | None) -> dict:
+        """A run's removals against exact Jaccard: each removed file's best kept file, the classes, the groups at
+        GROUP_J removed whole, the planted copies."""
+        unknown = [r for r, k, _ in run["removed"] if r not in self.index or k not in self.index]
+        assert not unknown, f"removed/kept files not in the corpus: {unknown[:5]}"
+        removed = np.zeros(len(self.sources), dtype=bool)
+        removed[[self.index[r] for r, _, _ in run["removed"]]] = True
+        kept = self.signed & ~removed
+        best = {}
+        for r in np.flatnonzero(removed).tolist():
+            best[r] = max((j for other, j in self.neighbours[r] if kept[other]), default=0.0)
+        values = np.array(list(best.values()))
+        total = len(values)
+        classes = {"justified": int((values >= JUSTIFIED).sum()),
+                   "questionable": int(((values >= QUESTIONABLE) & (values < JUSTIFIED)).sum()),
+                   "false": int((values < QUESTIONABLE).sum())}
+        # questionable removals whose edge to their twin was estimated just over the threshold
+        twin_estimate = {self.index[r]: e for r, _, e in run["removed"]}
+        edge_questionable = sum(QUESTIONABLE <= best[r] < JUSTIFIED and twin_estimate[r] < threshold + NEAR_EDGE
+                                for r in best)
+        # groups: connected files at exact J >= GROUP_J; removed whole, with no member's kept file at >= JUSTIFIED
+        parent = list(range(len(self.sources)))
+
+        def root(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for (a, b), (_, j) in self.pairs.items():
+            if j >= GROUP_J:
+                parent[root(a)] = root(b)
+        groups: dict[int, list[int]] = {}
+        for (a, b), (_, j) in self.pairs.items():
+            if j >= GROUP_J:
+                for x in (a, b):
+                    groups.setdefault(root(x), []).append(x)
+        whole = [sorted(set(m)) for m in groups.values()
+                 if all(removed[x] for x in m) and max(best[x] for x in m) < JUSTIFIED]
+        worst = sorted((best[r], self.sources[r], twin) for r, twin, _ in
+                       ((self.index[r], k, e) for r, k, e in run["removed"]))[:5]
+        out = {"removals": total, **classes, "edge_questionable": edge_questionable, "groups": len(groups),
+               "whole": len(whole), "whole_files": sum(map(len, whole)), "worst": worst,
+               "removed_set": sorted(r for r, _, _ in run["removed"])}
+        if planted:
+            out["near_hit"] = sum(removed[self.index[o]] or removed[self.index[c]] for o, c, _ in planted["near"])
+            out["far_removed"] = sum(bool(removed[self.index[c]]) for _, c, _ in planted["far"])
+            out["planted_near"], out["planted_far"] = len(planted["near"]), len(planted["far"])
+        return out
+
+    def estimate_error(self, low: float = 0.6, high: float = 0.8) -> tuple[int, float, float]:
+        """(pairs, mean |estimate - exact|, mean estimate - exact) of the unplanted pairs at exact J in [low, high]."""
+        errors = [e - j for (a, b), (e, j) in self.pairs.items()
+                  if low <= j <= high and not self.planted[a] and not self.planted[b]]
+        if not errors:
+            return 0, float("nan"), float("nan")
+        return len(errors), float(np.mean(np.abs(errors))), float(np.mean(errors))
+
+
+def bench_scored(corpus: Path, args, cost: float | None) -> None:
+    """Each rule's removals on the corpus and on the corpus + planted copies, scored against exact Jaccard."""
+    old = args.old_root if (args.old_root / "nanodata").is_dir() else None
+    count = 100 if args.quick else PLANTED_COPIES
+    TMP_ROOT.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="scored-", dir=TMP_ROOT))
+    started = time.perf_counter()
+    try:
+        rules = [("ours", None)] + ([("old", str(old))] if old else [])
+
+        def runs_of(label: str, roots: list[Path]):
+            # each rule run twice (the second with 2 workers: the removed set is the same for any worker count)
+            specs = []
+            for rule, pythonpath in rules:
+                for attempt, workers in enumerate((1, 2)):
+                    plan_path = tmp / f"{label}-{rule}-{attempt}.json"
+                    plan_path.write_text(json.dumps({"roots": [str(r) for r in roots], "workers": workers,
+                                                     "threshold": args.threshold}))
+                    specs.append(((rule, attempt), plan_path, pythonpath))
+            return specs
+
+        pool = ThreadPoolExecutor(max_workers=args.jobs)
+        futures = {}
+        for corpus_label, roots in (("base", [corpus]), ("planted", [corpus, tmp / "planted-root"])):
+            if corpus_label == "planted":  # the corpus' own runs go on meanwhile
+                files = corpus_files([corpus])
+                sets = [shingle_set(text) for _, text in files]
+                sample = files[:300]
+                differ = sum(len(shingle_set(t)) != len(shingle_strings(t)) for _, t in sample)
+                assert differ == 0, f"shingle_set: {differ} of {len(sample)} files differ from shingle_strings"
+                planted = plant(files, sets, tmp / "planted-root", count)
+                print(f"planted {count} near-copies ({NEAR_RENAME:.0%} of identifier uses renamed, exact J "
+                      f"{min(j for *_, j in planted['near']):.3f}-{max(j for *_, j in planted['near']):.3f}) and {count} "
+                      f"far copies ({FAR_RENAME:.0%}, exact J {min(j for *_, j in planted['far']):.3f}-"
+                      f"{max(j for *_, j in planted['far']):.3f}) of {2 * count} distinct originals (not vendored, "
+                      f">= {MIN_SHINGLES} shingles, seed {SEED}), in a project dir after {corpus}", flush=True)
+            for key, plan_path, pythonpath in runs_of(corpus_label, roots):
+                futures[(corpus_label, *key)] = pool.submit(run_child, ["--child", "near-run", str(plan_path)],
+                                                            pythonpath)
+        all_files = files + corpus_files([tmp / "planted-root"])
+        all_sets = sets + [shingle_set(text) for _, text in all_files[len(files):]]
+        copies = {c for kind in ("near", "far") for _, c, _ in planted[kind]}
+        scorers = {"base": Scored(files, sets, set()), "planted": Scored(all_files, all_sets, copies)}
+        results = {key: f.result() for key, f in futures.items()}
+        pool.shutdown()
+        for (_, rule, attempt), run in sorted(results.items()):
+            if attempt == 0:
+                expected = str(old) if rule == "old" else str(Path(__file__).resolve().parents[1])
+                assert run["result"]["module"].startswith(expected), f"{rule}: imported {run['result']['module']}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"scored runs: {len(results)} chunk runs (basic, --max-tokens {MAX_TOKENS}, filters and redaction off, "
+          f"{args.jobs} at a time) and the scoring in {time.perf_counter() - started:.0f} s; candidates: pairs "
+          f"estimated at >= {CANDIDATE_J} (256 bins), scored on exact Jaccard (BigCode's shingles)", flush=True)
+    if cost is None:
+        cost = bench_chunk(corpus, args.chunk_runs, args.threshold)
+    names = {"ours": "ours (this checkout)", "old": f"old rule ({old})"}
+    columns = [rule for rule, _ in rules]
+    for corpus_label, scorer in scorers.items():
+        label = f"{corpus}" + (f" + {count}+{count} planted copies" if corpus_label == "planted" else "")
+        scores, repeat = {}, {}
+        for rule in columns:
+            first, second = results[(corpus_label, rule, 0)]["result"], results[(corpus_label, rule, 1)]["result"]
+            scores[rule] = scorer.score(first, args.threshold, planted if corpus_label == "planted" else None)
+            repeat[rule] = sorted(r for r, _, _ in second["removed"]) == scores[rule]["removed_set"]
+        print(f"--- scored removals: {label} ({len(scorer.sources)} files, {int(scorer.signed.sum())} signed; "
+              f"{len(scorer.pairs)} pairs at estimate >= {CANDIDATE_J})", flush=True)
+        scored_table(scores, repeat, {r: names[r] for r in columns}, args.threshold, cost)
+        pairs, error, bias = scorer.estimate_error()
+        print(f"256-bin estimate (the low 16 bits find_edges compares) on {pairs} real pairs at exact J 0.6-0.8: "
+              f"mean |error| {error:.4f}, mean error {bias:+.4f} (estimate - exact); in theory ~"
+              f"{np.sqrt(2 / np.pi * 0.7 * 0.3 / minhash.BINS):.4f} at J 0.7", flush=True)
+        for rule in columns:
+            for j, source, twin in (w for w in scores[rule]["worst"] if w[0] < JUSTIFIED):
+                print(f"  {rule}: removed {source} (best kept exact J {j:.3f}; twin named {twin})")
+
+
+def scored_table(scores: dict, repeat: dict, names: dict, threshold: float, cost: float | None) -> None:
+    """One corpus' figures, a column per rule, each row's goal last."""
+    columns = list(names)
+    print(f"{'':58s}" + "".join(f"{names[r]:>26s}" for r in columns) + "   goal")
+
+    def row(text: str, values: dict, goal: str = "") -> None:
+        print(f"{text:58s}" + "".join(f"{values[r]:>26s}" for r in columns) + f"   {goal}")
+
+    def share(rule: str, key: str) -> str:
+        n, total = scores[rule][key], scores[rule]["removals"]
+        return f"{n} ({n / total:.1%})" if total else "0"
+
+    row("files removed", {r: str(scores[r]["removals"]) for r in columns})
+    row(f"  justified (a kept file at exact J >= {JUSTIFIED})", {r: share(r, "justified") for r in columns})
+    row(f"  questionable (best kept file at {QUESTIONABLE}-{JUSTIFIED})", {r: share(r, "questionable") for r in columns},
+        f"<= {QUESTIONABLE_GOAL:.0%} of removals")
+    row(f"  false (best kept file < {QUESTIONABLE})", {r: share(r, "false") for r in columns},
+        f"0 (every removal has a kept file at >= {QUESTIONABLE})")
+    row(f"groups at exact J >= {GROUP_J} removed whole (no kept >= {JUSTIFIED})",
+        {r: f"{scores[r]['whole']} of {scores[r]['groups']} ({scores[r]['whole_files']} files)" for r in columns}, "0")
+    row("same removed set on a second run (2 workers)", {r: "yes" if repeat[r] else "NO" for r in columns}, "yes")
+    if "near_hit" in scores[columns[0]]:
+        count = scores[columns[0]]["planted_near"]
+        row("planted near-copies with one side removed",
+            {r: f"{scores[r]['near_hit']}/{scores[r]['planted_near']}" for r in columns}, f"{count}/{count}")
+        row("planted far copies removed", {r: f"{scores[r]['far_removed']}/{scores[r]['planted_far']}" for r in columns},
+            "0")
+    row(f"questionable with twin edge estimated < {threshold + NEAR_EDGE:.2f}",
+        {r: f"{scores[r]['edge_questionable']} of {scores[r]['questionable']}" for r in columns})
+    row("cost: chunk --dedup near / exact, CPU (section 3)",
+        {r: f"{cost:.2f}x" if r == "ours" and cost is not None else "-" for r in columns}, f"<= {CHUNK_GOAL}x")
 
 
 def main() -> None:
@@ -554,6 +913,10 @@ def main() -> None:
     parser.add_argument("--signatures", action="store_true", help="1: signatures per second per core")
     parser.add_argument("--components", action="store_true", help="2: band groups and settle at scale")
     parser.add_argument("--chunk", action="store_true", help="3: chunk --dedup near vs exact")
+    parser.add_argument("--scored", action="store_true",
+                        help="4: each rule's removals scored against exact Jaccard, planted copies included")
+    parser.add_argument("--old-root", type=Path, default=OLD_ROOT,
+                        help=f"4: a checkout of the previous rule, run beside ours (default {OLD_ROOT})")
     parser.add_argument("--quick", action="store_true", help="a much smaller run of each part (~1 min)")
     parser.add_argument("--corpus", type=Path, default=None,
                         help=f"real C++ tree for 1 and 3 (default {EIGHT} if it exists, else {LIBSTDCXX})")
@@ -576,16 +939,20 @@ def main() -> None:
     args.partition_files = args.partition_files or (20_000 if args.quick else PARTITION_FILES)
     args.chunk_runs = args.chunk_runs or (1 if args.quick else 3)
     corpus = args.corpus or default_corpus()
-    everything = not (args.signatures or args.components or args.chunk)
+    everything = not (args.signatures or args.components or args.chunk or args.scored)
     if args.signatures or everything:
         print("--- 1. signatures per second per core", flush=True)
         bench_signatures(corpus, 300 if args.quick else None, args.runs)
     if args.components or everything:
         print("--- 2. band groups and components at scale", flush=True)
         bench_components(args)
+    cost = None
     if args.chunk or everything:
         print("--- 3. chunk --dedup near vs --dedup exact", flush=True)
-        bench_chunk(corpus, args.chunk_runs, args.threshold)
+        cost = bench_chunk(corpus, args.chunk_runs, args.threshold)
+    if args.scored or everything and SCORED_BY_DEFAULT:
+        print("--- 4. removals scored against exact Jaccard, ours vs the old rule", flush=True)
+        bench_scored(corpus, args, cost)
 
 
 if __name__ == "__main__":
