@@ -1,5 +1,6 @@
 """How faithful docs are to their source: the run's figures (lines kept, balanced docs, cuts), used by the
-chunker's run stats, the tests and the benchmark. A doc balances as braces.balanced says.
+chunker's run stats, the tests and the benchmark. A doc balances as braces.balanced says; a file emitted whole
+counts as balanced without being lexed (it is the source as written: its balance is the file's, not the chunker's).
 
 Lines. A file's *lines* are all its lines as written: blank ones, indentation and trailing spaces counted
 (a line is what lies between two line ends, "\n"; a "\r" before it is part of it). `lines_kept` counts how
@@ -64,9 +65,11 @@ EXAMPLES_KEPT = 10
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its lines and how many its docs keep as written, its docs and how many
     balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any)."""
+    if docs == [source]:  # emitted whole, the file as written: every line kept, and whether it balances is the
+        lines = source.count("\n") + (not source.endswith("\n"))  # file's own (nothing lexed: the fast path)
+        return {"lines": lines, "lines_kept": lines, "docs": 1, "balanced_docs": 1, **{k: cuts[k] for k in CUTS}}
     lines = source_lines(source) if source.strip() else []  # (a file of whitespace makes no doc: nothing to keep)
-    kept = len(lines) if docs == [source] else _kept(lines, docs)  # a whole-file doc keeps every line
-    return {"lines": len(lines), "lines_kept": kept, "docs": len(docs),
+    return {"lines": len(lines), "lines_kept": _kept(lines, docs), "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS},
             **({EXAMPLES: cuts[EXAMPLES]} if cuts.get(EXAMPLES) else {})}
 
