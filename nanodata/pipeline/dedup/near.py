@@ -1,7 +1,7 @@
 """Near-duplicate files: MinHash LSH over every file of a build, verified, settled into a removal list.
 
 The rule (BigCode's, verified as The Stack v1 did): two files are near-copies when the Jaccard similarity of
-their 5-gram shingle sets, estimated from their full 256-bin signatures (minhash.py), reaches the threshold
+their 5-gram shingle sets, estimated from their full 512-bin signatures (minhash.py), reaches the threshold
 (default 0.7). A file leaves the corpus only for a *kept twin*: the files are walked in keep order (their *rank*:
 a file outside every vendoring directory (VENDOR_SEGMENTS) before one inside, then the earlier file in input
 order, its gid: the rule exact dedupe follows), and a file is removed when a verified pair joins it to a file
@@ -161,7 +161,7 @@ def _load_signatures(near: str, refs: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """(META_DTYPE records, (n, BINS) uint16 signatures) of sorted unique refs (partition << 32 | record), read as
     coalesced ranges. Candidates are checked on each bin's low 16 bits (b-bit minwise hashing, Li and König 2010):
     half the memory of a group's candidates, and a chance agreement of 2**-16 per bin, far under the estimate's
-    own error (about 0.03 at 256 bins)."""
+    own error (about 0.02 at 512 bins)."""
     meta = np.zeros(len(refs), dtype=META_DTYPE)
     sigs = np.zeros((len(refs), BINS), dtype=np.uint16)
     parts = (refs >> np.uint64(32)).astype(np.int64)

@@ -94,7 +94,7 @@ def test_six_copies_behind_a_file_just_under_the_threshold_keep_one(tmp_path):
     the other five go for it (never all six for the first file)."""
     x = [block(f"x{i}") for i in range(40)]
     copy = source(x)
-    first = source(x[:33] + [block(f"w{i}") for i in range(7)])
+    first = source(x[:32] + [block(f"w{i}") for i in range(8)])
     assert 0.6 < estimated(first, copy) < THRESHOLD
     files = {"a_first.cpp": first, **{f"b{i}/main.cpp": copy for i in range(6)}}
     near = run(tmp_path, files)

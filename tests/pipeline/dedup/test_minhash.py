@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from near_copies import STD_HEADERS, exact_jaccard, headers, mutate_tokens, planted, rate_for, shingles, tokens
 
-from nanodata.pipeline.dedup.minhash import BINS, band_keys, jaccard, lsh_shape, shingle_hashes, signature
+from nanodata.pipeline.dedup.minhash import BINS, LSH_BINS, band_keys, jaccard, lsh_shape, shingle_hashes, signature
 
 ALL_HEADERS = headers(0, 1 << 30)            # every file of bits/, name order
 MEDIUM = headers(8_000, 40_000)              # thousands of shingles each: bins well filled
@@ -152,11 +152,11 @@ def test_signature_is_the_same_in_a_fresh_process():
 @pytest.mark.parametrize("threshold", [round(0.5 + 0.05 * i, 2) for i in range(11)])
 def test_lsh_shape_finds_pairs_at_the_threshold(threshold):
     bands, rows = lsh_shape(threshold)
-    assert bands >= 1 and rows >= 1 and bands * rows <= BINS
+    assert bands >= 1 and rows >= 1 and bands * rows <= LSH_BINS
     assert 1 - (1 - threshold ** rows) ** bands >= 0.95
-    if rows < BINS:  # the most rows that do: one more per band, with the bands that then fit, would not
+    if rows < LSH_BINS:  # the most rows that do: one more per band, with the bands that then fit, would not
         more = rows + 1
-        assert 1 - (1 - threshold ** more) ** (BINS // more) < 0.95
+        assert 1 - (1 - threshold ** more) ** (LSH_BINS // more) < 0.95
 
 
 def test_band_keys_agree_exactly_where_the_band_agrees():
