@@ -48,6 +48,8 @@ Builds a C++ pretraining corpus:
 * Nightly rebuilds cost what changed: each file's result (docs, signature, cleaning outcome; in the global modes its
   parsed units) is kept in `DESTINATION/.cache/` under its content digest and the settings, and reused by later
   builds (`reuse`, on by default); in the global modes a project is re-emitted when a file it can see changed.
+  Cache entries and the staged unit stores and index carry a keyed MAC made with the Airflow Variable
+  `nanodata_cache_secret` (set it: Admin → Variables, 32+ random characters); one that fails it is made again.
   `plan` hands each tree file's digest to its task, so an unchanged file is not even read. Near-dedup, exact dedupe,
   the shuffle and the shards run over every doc: the corpus is byte-identical to a build into an empty destination.
   The chunk tasks log, and the report and the Asset event's `extra` carry, under `reuse`: files and bytes reused
@@ -187,19 +189,20 @@ def nanodata_cpp_corpus():
     def parse(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.parse_batch(batch, **_chunk_params(params))
+        return cpp_corpus.parse_batch(batch, cache_secret=_cache_secret(), **_chunk_params(params))
 
     @task(trigger_rule="none_failed_min_one_success")  # runs when parse was skipped (local modes), not plan
-    def index(planned: dict) -> list[dict]:
+    def index(planned: dict, params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.index(planned)
+        # the chunk Params: a staged unit store that fails its seal is parsed again here
+        return cpp_corpus.index(planned, cache_secret=_cache_secret(), **_chunk_params(params))
 
     @task
     def chunk(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.chunk_batch(batch, **_chunk_params(params))
+        return cpp_corpus.chunk_batch(batch, cache_secret=_cache_secret(), **_chunk_params(params))
 
     @task
     def near(batch: dict) -> dict:
@@ -269,6 +272,19 @@ def nanodata_cpp_corpus():
     bucketed = bucket.expand(batch=routed)
     sharded = shard.partial(where=where).expand(batch=shard_batches(bucketed))
     cleanup(report(publish(sharded, where), where), where)
+
+
+CACHE_SECRET = "nanodata_cache_secret"  # the Airflow Variable holding the secret that authenticates cache and staging
+
+
+def _cache_secret() -> str | None:
+    """The deployment's cache secret (the Airflow Variable CACHE_SECRET), read in the task that needs it and handed
+    to the library, never returned (XCom) nor logged. Unset: the workers' NANODATA_CACHE_SECRET, else each worker's
+    own secret file (nanodata.storage.auth): right for one worker; with several, set the Variable, or each worker's
+    entries and staged files are a miss to the others (rebuilt: a slower build, never a wrong corpus)."""
+    from airflow.sdk import Variable
+
+    return Variable.get(CACHE_SECRET, default=None)
 
 
 def _chunk_params(params) -> dict:

@@ -17,6 +17,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
 
 pytest_plugins = ["gcs_emulator"]
 
+# What authenticates cache entries and staged files (nanodata.storage.auth): the tests' own, so that no test makes
+# or reads a secret file in the user's config directory (tests/storage/test_auth.py sets its own places).
+os.environ.setdefault("NANODATA_CACHE_SECRET", "the nanodata test suite's cache secret")
+
 
 @pytest.fixture(scope="session")
 def tokenizer():

@@ -66,6 +66,7 @@ from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.ranges import CACHE_KEEP, NEAR_THRESHOLD, PARTITION_MB
 from nanodata.storage import is_gcs, read_json, read_jsons, write_json
 from nanodata.storage import join_uri as join
+from nanodata.storage.auth import Secret, checked_file, load_secret, seal_file
 
 log = logging.getLogger(__name__)
 
@@ -205,16 +206,17 @@ CHUNK_PARAMS = ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "n
                 "decontaminate", "licenses")  # the DAG Params that are ChunkConfig fields
 
 
-def _settings(params: dict, ref: dict, reuse: bool) -> dict:
+def _settings(params: dict, ref: dict, reuse: bool, secret: Secret) -> dict:
     """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges); the
-    per-file cache the plan named (ref["cache"]). reuse=False: every file chunked again, its entry refreshed."""
+    per-file cache the plan named (ref["cache"]), its entries authenticated with `secret`. reuse=False: every file
+    chunked again, its entry refreshed."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
     unknown = set(params) - set(CHUNK_PARAMS)
     if unknown:
         raise TypeError(f"not chunk settings: {sorted(unknown)}")
     return ChunkConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()},
-                       cache=ref.get("cache"), reuse=reuse).worker_settings()
+                       cache=ref.get("cache"), reuse=reuse, cache_secret=secret).worker_settings()
 
 
 def _near(stage: str) -> str:
@@ -249,17 +251,7 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
 
     totals: dict = {"partitions": 0, "files_read": 0, "bytes_read": 0, "files_skipped": 0, "files_failed": 0,
                     "docs": 0, "tokens": 0, "doc_bytes": 0}
-
-    def run(number, tmp):
-        partition = parts.load_partition(stage, number)
-        log.info("%s %s", kind, parts.describe(partition))
-        started = time.perf_counter()
-        summary = work(partition, tmp)
-        seconds = time.perf_counter() - started
-        return {**summary, "partition": number,
-                "mb_per_s": round(summary["bytes_read"] / seconds / 1e6, 3) if seconds else 0.0}
-
-    for number, summary, ran in each_item(stage, kind, _batch_partitions(stage, batch), run):
+    for number, summary, ran in each_item(stage, kind, _batch_partitions(stage, batch), _partition_run(stage, kind, work)):
         if ran:
             reuse = reuse_totals(summary.get("reuse", {}))
             log.info("%s partition %d: %s files read (%.1f MB), %s skipped, %s failed, %s docs, %s tokens, %.1f s, "
@@ -276,6 +268,20 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
+def _partition_run(stage: str, kind: str, work):
+    """run(number, tmp dir) -> summary of one partition for stage.each_item: work(partition, tmp) timed."""
+    def run(number, tmp):
+        partition = parts.load_partition(stage, number)
+        log.info("%s %s", kind, parts.describe(partition))
+        started = time.perf_counter()
+        summary = work(partition, tmp)
+        seconds = time.perf_counter() - started
+        return {**summary, "partition": number,
+                "mb_per_s": round(summary["bytes_read"] / seconds / 1e6, 3) if seconds else 0.0}
+
+    return run
+
+
 def _used_keys(tally, stage: str, kind: str, partition: int) -> dict:
     """Record the cache keys a partition's file pass used (reuse/, read by cleanup); its per-project counts."""
     from nanodata import storage
@@ -284,16 +290,23 @@ def _used_keys(tally, stage: str, kind: str, partition: int) -> dict:
     return tally.reuse.to_dict()
 
 
-def parse_batch(ref: dict, reuse: bool = True, **params) -> dict:
+def parse_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None = None, **params) -> dict:
     """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite (and, near-deduping, its
     files' signatures into near/); a file whose cache entry holds its units is not parsed. max_file_bytes: larger
     files are skipped and named in the partition's summary (None: no limit, as `nanodata chunk`). params: ChunkConfig's
-    fields (CHUNK_PARAMS), as the DAG's Params set them; reuse: the DAG's Param (False: parse every file again)."""
-    from nanodata.pipeline.chunking.pipeline import Tally, parse_items
-
-    settings = _settings(params, ref, reuse)
-    max_file_bytes = params.get("max_file_bytes")
+    fields (CHUNK_PARAMS), as the DAG's Params set them; reuse: the DAG's Param (False: parse every file again).
+    cache_secret: what authenticates the cache's entries and the staged unit stores (the DAG's Variable; None:
+    nanodata.storage.auth.load_secret)."""
+    secret = load_secret(cache_secret)
+    settings = _settings(params, ref, reuse, secret)
     stage = ref["stage"]
+    work = _parse_work(stage, settings, params.get("max_file_bytes"), secret)
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], UNITS, work)}
+
+
+def _parse_work(stage: str, settings: dict, max_file_bytes: int | None, secret: Secret):
+    """work(partition, tmp) -> summary: a partition parsed into its unit store, staged with its seal."""
+    from nanodata.pipeline.chunking.pipeline import Tally, parse_items
 
     def work(partition, tmp):
         store = tmp / "units.sqlite"
@@ -301,10 +314,40 @@ def parse_batch(ref: dict, reuse: bool = True, **params) -> dict:
         signed: dict = {}
         with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
             parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally, sink=sink)
-        storage.write_file(store, item_uri(stage, UNITS, partition["partition"], ".sqlite"))
+        seal_file(store, item_uri(stage, UNITS, partition["partition"], ".sqlite"), secret)
         return {**tally.counts(), **signed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"])}
 
-    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], UNITS, work)}
+    return work
+
+
+def _units(stage: str, number: int, path: Path, secret: Secret, reparse) -> Path:
+    """A local path of partition `number`'s unit store (the staged file itself when local, else a download to
+    `path`), its seal checked. A store whose seal does not hold (edited, moved from another partition or build,
+    sealed with another secret) or that is missing is a miss: reparse(number) parses the partition again."""
+    uri = item_uri(stage, UNITS, number, ".sqlite")
+    local = checked_file(uri, path, secret)
+    if local is None:
+        reparse(number)
+        local = checked_file(uri, path, secret)
+        if local is None:
+            raise RuntimeError(f"{uri}: parsed again, its seal still does not hold")
+    return local
+
+
+def _reparser(stage: str, settings: dict | None, max_file_bytes: int | None, secret: Secret, rebuilt: list):
+    """reparse(number): a partition parsed again (its summary dropped first, so stage.each_item runs it), noted in
+    `rebuilt`. Without chunk settings (settings None) it cannot: a one-line error says so."""
+    def reparse(number: int) -> None:
+        uri = item_uri(stage, UNITS, number, ".sqlite")
+        if settings is None:
+            raise NanodataError(f"{uri} fails its seal; give the chunk Params (and cache_secret) to parse it again")
+        storage.delete_files([item_uri(stage, UNITS, number)])
+        run = _partition_run(stage, UNITS, _parse_work(stage, settings, max_file_bytes, secret))
+        for _ in each_item(stage, UNITS, [number], run):
+            pass
+        rebuilt.append(f"{UNITS}/{item_name(number)}")
+
+    return reparse
 
 
 def _index_cache(index_uri: str) -> Path:
@@ -317,37 +360,69 @@ def _index_uri(stage: str) -> str:
     return join(stage, INDEX, "index.sqlite")
 
 
-def _index_path(stage: str, cache: Path | None = None) -> Path:
-    """A local path of the build's index: the staged file itself when local, else a copy cached on this
-    machine (downloaded once per build, shared by the tasks that run here)."""
+_CHECKED: dict = {}  # a local index whose seal this process checked -> its (inode, size, mtime): not read again
+
+
+def _index_path(stage: str, secret: Secret, rebuild, cache: Path | None = None) -> Path:
+    """A local path of the build's index, its seal checked: the staged file itself when local, else a copy cached
+    on this machine (downloaded once per build and checked, shared by the tasks that run here). An index whose seal
+    does not hold, or that is missing, is a miss: rebuild() makes it again."""
     uri = _index_uri(stage)
     if not is_gcs(uri):
+        info = os.stat(uri) if os.path.isfile(uri) else None
+        if info is None or _CHECKED.get(uri) != (info.st_ino, info.st_size, info.st_mtime_ns):
+            if checked_file(uri, uri, secret) is None:
+                rebuild()
+                if checked_file(uri, uri, secret) is None:
+                    raise RuntimeError(f"{uri}: made again, its seal still does not hold")
+            info = os.stat(uri)
+            _CHECKED[uri] = (info.st_ino, info.st_size, info.st_mtime_ns)
         return Path(uri)
     cache = cache or _index_cache(uri)
     local = cache / "index.sqlite"
     if not local.is_file():  # tasks running side by side each download to their own name; the last rename wins
         cache.mkdir(parents=True, exist_ok=True)
-        mine = storage.local_copy(uri, cache / f"index-{os.getpid()}.sqlite")
+        mine = cache / f"index-{os.getpid()}.sqlite"
+        if checked_file(uri, mine, secret) is None:
+            mine.unlink(missing_ok=True)
+            rebuild()
+            if checked_file(uri, mine, secret) is None:
+                mine.unlink(missing_ok=True)
+                raise RuntimeError(f"{uri}: made again, its seal still does not hold")
         os.replace(mine, local)
     return local
 
 
-def index(planned: dict) -> list[dict]:
-    """Global modes, reduce: every unit store -> index/index.sqlite. Returns the chunk batches."""
-    from nanodata.pipeline.chunking.globalindex import build_index
-
+def index(planned: dict, reuse: bool = True, cache_secret: Secret | str | None = None, **params) -> list[dict]:
+    """Global modes, reduce: every unit store (each store's seal checked) -> index/index.sqlite, sealed. Returns
+    the chunk batches. A unit store whose seal does not hold is parsed again, which needs params, reuse and
+    cache_secret (as parse_batch's)."""
     stage = planned["stage"]
     if not planned["parse"] or read_json(summary_uri(stage, INDEX)) is not None:
         return planned["chunk"]
+    secret = load_secret(cache_secret)
+    cache = {"cache": (read_json(plan_uri(stage)) or {}).get("cache")}
+    settings = _settings(params, cache, reuse, secret) if params else None
+    rebuilt: list[str] = []
+    _make_index(stage, planned["key"], secret, _reparser(stage, settings, params.get("max_file_bytes"), secret,
+                                                          rebuilt), rebuilt)
+    return planned["chunk"]
+
+
+def _make_index(stage: str, key: str, secret: Secret, reparse, rebuilt: list) -> None:
+    """index/index.sqlite from every partition's unit store (reparse(number) for one that fails its seal, noted in
+    `rebuilt`), sealed, then its summary."""
+    from nanodata.pipeline.chunking.globalindex import build_index
+
     plan_ = read_json(plan_uri(stage))
     with _timed(stage, "index"), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
         tmp = Path(tmp)
 
         def fetch(number):
             if read_json(item_uri(stage, UNITS, number)) is None:
-                raise RuntimeError(f"partition {number} of build {planned['key']} is not parsed "
+                raise RuntimeError(f"partition {number} of build {key} is not parsed "
                                    f"({item_uri(stage, UNITS, number)} missing)")
-            return storage.local_copy(item_uri(stage, UNITS, number, ".sqlite"), tmp / f"{item_name(number)}.sqlite")
+            return _units(stage, number, tmp / f"{item_name(number)}.sqlite", secret, reparse)
 
         def release(number):
             if is_gcs(stage):
@@ -355,21 +430,23 @@ def index(planned: dict) -> list[dict]:
 
         local_index = tmp / "index.sqlite"
         counts = build_index(range(plan_["partitions"]), local_index, plan_["params"]["mode"], tmp, fetch, release)
-        storage.write_file(local_index, _index_uri(stage))
-    write_json(summary_uri(stage, INDEX), {"key": planned["key"], **counts})
-    log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", planned["key"],
+        seal_file(local_index, _index_uri(stage), secret)
+    write_json(summary_uri(stage, INDEX), {"key": key, **counts, "staged_rebuilt": rebuilt})
+    log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", key,
              counts["names"], counts["projects"], counts["ambiguous_names"], counts["ambiguous_by_project"])
-    return planned["chunk"]
 
 
-def chunk_batch(ref: dict, reuse: bool = True, **params) -> dict:
+def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None = None, **params) -> dict:
     """Map 2: each partition of the batch chunked, its docs scattered by dedupe bucket into scatter/NNNNN.bin (and,
     near-deduping in a local mode, its files' signatures into near/); a file whose cache entry holds its docs is not
-    chunked again. params, reuse: as parse_batch's."""
+    chunked again. params, reuse, cache_secret: as parse_batch's. Global modes: the partition's unit store and the
+    index are used only when their seals hold; one that does not is made again here (parsed again; the index
+    rebuilt), named in the summary's `staged_rebuilt`."""
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
     from nanodata.pipeline.chunking.reuse import with_parse
 
-    settings = _settings(params, ref, reuse)
+    secret = load_secret(cache_secret)
+    settings = _settings(params, ref, reuse, secret)
     mode, max_file_bytes = settings["mode"], params.get("max_file_bytes")
     stage = ref["stage"]
 
@@ -380,13 +457,22 @@ def chunk_batch(ref: dict, reuse: bool = True, **params) -> dict:
         signed: dict = {}
         read_by_parse: dict = {}
         if mode in GLOBAL_MODES:
-            store = storage.local_copy(item_uri(stage, UNITS, partition["partition"], ".sqlite"), tmp / "units.sqlite")
+            rebuilt: list[str] = []
+            reparse = _reparser(stage, settings, max_file_bytes, secret, rebuilt)
+
+            def rebuild_index():
+                storage.delete_files([summary_uri(stage, INDEX)])
+                _make_index(stage, ref["key"], secret, reparse, [])
+                rebuilt.append(f"{INDEX}/index.sqlite")
+
+            store = _units(stage, partition["partition"], tmp / "units.sqlite", secret, reparse)
             parsed = read_json(item_uri(stage, UNITS, partition["partition"]))
-            groups = emit_store(store, _index_path(stage), settings, 1, out, tally)
+            groups = emit_store(store, _index_path(stage, secret, rebuild_index), settings, 1, out, tally)
             # the files were read (their problems counted, the dropped ones named) by the parse pass
             read_by_parse = {k: parsed[k] for k in ("files_skipped", "files_failed", "problems", "files_too_big",
                                                     "too_big", "files_dropped", "cleaning") if k in parsed}
             read_by_parse["reuse"] = with_parse(tally.reuse.to_dict(), parsed.get("reuse", {}))
+            read_by_parse["staged_rebuilt"] = rebuilt
         else:
             with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
                 docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)

@@ -6,8 +6,9 @@
     DEST/.staging/<key>/s<FORMAT>-p<MB>/    one build's intermediates, for one partition size:
         plan.json                           what plan decided (written last)
         partitions/NNNNN.json, gzindex/, parts/   the cut inputs (nanodata.pipeline.chunking.partitions)
-        units/NNNNN.sqlite + .json          global modes: a partition's parsed units
-        index/index.sqlite, summary.json    global modes: the reduce
+        units/NNNNN.sqlite + .mac + .json   global modes: a partition's parsed units, their seal (a keyed MAC:
+                                            nanodata.storage.auth), its summary
+        index/index.sqlite + .mac, summary.json   global modes: the reduce
         docs/NNNNN.json                     a partition's chunk summary; scatter/NNNNN.bin its docs by bucket
         near/                               near-dedup's signatures, band keys, edges/, removed list, summary.json
         tail.json, routed/, shards/         the tail (nanodata.jobs.tail)
@@ -28,8 +29,9 @@ from nanodata.storage import join_uri as join
 from nanodata.storage import read_json, write_json
 
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh stage instead
-# of merging files it cannot read (its key, hence finished builds, stay the same). 5: planned digests, reuse keys
-STAGE_FORMAT = 5
+# of merging files it cannot read (its key, hence finished builds, stay the same). 5: planned digests, reuse keys;
+# 6: unit stores and the index hold plain data (no pickles), each sealed
+STAGE_FORMAT = 6
 PLAN = "plan.json"
 SUMMARY = "summary.json"  # a reduce's summary, written after its output: its presence means the step finished
 TAIL = "tail.json"        # what route decided: buckets, shards, batches

@@ -1,14 +1,16 @@
 """A content-addressed store of entries that cannot lie: what an incremental build reuses (DEST/.cache/).
 
 An entry is bytes under a 16-byte key (the caller's digest of everything that decides them). It is written whole
-(local: its own temp name, fsync, rename; GCS: one upload) and read back only when its checksum holds: a missing,
-truncated or corrupt entry is a miss the caller rebuilds (`get` says which), never bytes handed on. This is how
-build caches (Bazel's CAS, ccache) stay correct: a key names its output, a checksum guards the bytes.
+(local: its own temp name, fsync, rename; GCS: one upload) and read back only when its MAC holds: a keyed
+blake2b-256 (nanodata.storage.auth: the secret lives outside the store) over the entry's key, length and payload.
+A missing, truncated or corrupt entry, one edited (even with a checksum recomputed), one copied to another key or
+one written with another secret is a miss the caller rebuilds (`get` says which), never bytes handed on. This is
+how build caches (Bazel's CAS, ccache) stay correct: a key names its output, a MAC guards where and what it is.
 
 Retention: each successful build records the keys it used (`record_use`); `retain(keep)` keeps the newest `keep`
 records and deletes every entry none of them names. Layout under the root, with its own format version:
-  v1/entries/ab/<32 hex>   MAGIC, payload length, blake2b-128 of the payload, payload
-  v1/used/<name>.keys      the sorted 16-byte keys one build used
+  v2/entries/ab/<32 hex>   MAGIC, payload length (8 bytes, little-endian), MAC (32 bytes), payload
+  v2/used/<name>.keys      the sorted 16-byte keys one build used
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ import logging
 
 import numpy as np
 
-from nanodata.storage.files import atomic_output, content_hash
+from nanodata.storage.auth import MAC_BYTES, Secret, load_secret
+from nanodata.storage.files import atomic_output
 from nanodata.storage.uri import delete_files, is_gcs, iter_sizes, join_uri, read_bytes, write_bytes
 
 log = logging.getLogger(__name__)
 
-STORE_FORMAT = 1  # bump when the entry layout changes: a new version starts empty beside the old one
-MAGIC = b"nde1"
-HEADER = len(MAGIC) + 8 + 16
+# bump when the entry layout changes: a new version starts empty beside the old one. 2: a keyed MAC over key and
+# payload (1: an unkeyed checksum of the payload, and pickled payloads)
+STORE_FORMAT = 2
+MAGIC = b"nde2"
+HEADER = len(MAGIC) + 8 + MAC_BYTES
+PURPOSE = b"nanodata-entry"
 KEY_BYTES = 16
 KEY = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # a key as two big-endian words: sorts as its bytes do
 SWEEP_BATCH = 65_536  # entry names the sweep holds at a time
@@ -32,30 +38,52 @@ ENTRIES, USED = "entries", "used"
 
 
 class EntryStore:
-    def __init__(self, root: str):
+    """Entries under `root`. secret: what get and put authenticate entries with (a Secret, or text; None: the
+    user's, nanodata.storage.auth.load_secret, loaded on first use). Retention and sizes need none."""
+
+    def __init__(self, root: str, secret: Secret | str | None = None):
         self.root = join_uri(root, f"v{STORE_FORMAT}")
+        self._secret = secret if isinstance(secret, Secret) else None
+        self._given = secret
+
+    @property
+    def secret(self) -> Secret:
+        if self._secret is None:
+            self._secret = load_secret(self._given)
+        return self._secret
+
+    def _mac(self, key: bytes, size: bytes, payload: bytes | memoryview) -> bytes:
+        return self.secret.mac(PURPOSE, key, size, payload)
 
     def _uri(self, key: bytes) -> str:
         name = key.hex()
         return join_uri(self.root, ENTRIES, name[:2], name)
 
     def get(self, key: bytes) -> tuple[bytes | None, str]:
-        """(payload, "hit"), or (None, "miss") when there is no entry, or (None, "corrupt") when its bytes are
-        truncated or do not match their checksum (logged; the caller rebuilds it)."""
+        """(payload, "hit"), or (None, "miss") when there is no entry, (None, "corrupt") when its bytes are truncated
+        or not an entry, (None, "forged") when its MAC does not hold: edited, copied from another key, or written
+        with another secret (both logged; the caller rebuilds it)."""
         data = read_bytes(self._uri(key))
         if data is None:
             return None, "miss"
-        size = int.from_bytes(data[len(MAGIC):len(MAGIC) + 8], "little") if len(data) >= HEADER else -1
-        payload = data[HEADER:]
-        if data[:len(MAGIC)] != MAGIC or size != len(payload) or content_hash(payload) != data[len(MAGIC) + 8:HEADER]:
+        view = memoryview(data)
+        size = int.from_bytes(view[len(MAGIC):len(MAGIC) + 8], "little") if len(data) >= HEADER else -1
+        payload = view[HEADER:]
+        if view[:len(MAGIC)] != MAGIC or size != len(payload):
             log.warning("cache entry %s is corrupt or truncated (%d bytes): rebuilt", self._uri(key), len(data))
             return None, "corrupt"
-        return payload, "hit"
+        if not self.secret.holds(bytes(view[len(MAGIC) + 8:HEADER]), PURPOSE, key, view[len(MAGIC):len(MAGIC) + 8],
+                                 payload):
+            log.warning("cache entry %s fails its MAC (edited, moved from another key, or written with another "
+                        "secret): rebuilt", self._uri(key))
+            return None, "forged"
+        return bytes(payload), "hit"
 
     def put(self, key: bytes, payload: bytes) -> int:
         """Write an entry whole (replacing a corrupt one); returns its size. Writers racing on one key write equal
         bytes, each through its own temp name."""
-        data = MAGIC + len(payload).to_bytes(8, "little") + content_hash(payload) + payload
+        size = len(payload).to_bytes(8, "little")
+        data = b"".join((MAGIC, size, self._mac(key, size, payload), payload))
         uri = self._uri(key)
         if is_gcs(uri):
             write_bytes(uri, data)

@@ -47,7 +47,7 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
     chunk_kw.update({k: params[k] for k in ("dedup", "near_threshold", "reuse") if k in params})  # else near at 0.7
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
-    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
+    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned, **chunk_kw)]
     run_tail(dest, planned, chunks, params)
     return planned, chunks, cpp_corpus.publish(dest, planned["stage"], planned["key"])
 

@@ -1,7 +1,8 @@
 """The entry store an incremental build trusts (nanodata.storage.entries): an entry is read back only whole and
-unchanged, writers racing on one key never corrupt it, a killed writer leaves nothing a reader takes, and retention
-keeps exactly what the last N records name."""
+unchanged, under the key it was written for and the secret it was written with; writers racing on one key never
+corrupt it, a killed writer leaves nothing a reader takes, and retention keeps exactly what the last N records name."""
 
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -9,7 +10,8 @@ import subprocess
 import sys
 import time
 
-from nanodata.storage.entries import EntryStore
+from nanodata.storage.auth import load_secret
+from nanodata.storage.entries import HEADER, MAGIC, EntryStore
 from nanodata.storage.files import content_hash
 
 
@@ -22,14 +24,54 @@ def test_an_entry_is_read_back_only_when_it_is_whole(tmp_path):
     assert store.get(_key(0)) == (None, "miss")
     store.put(_key(0), b"payload" * 100)
     assert store.get(_key(0)) == (b"payload" * 100, "hit")
-    path = tmp_path / "v1" / "entries" / _key(0).hex()[:2] / _key(0).hex()
+    path = tmp_path / "v2" / "entries" / _key(0).hex()[:2] / _key(0).hex()
     whole = path.read_bytes()
-    for broken in (whole[:-1], whole[:10], b"", whole[:-1] + bytes([whole[-1] ^ 1]), b"nde2" + whole[4:],
-                   whole + b"x"):
+    for broken in (whole[:-1], whole[:10], b"", b"nde1" + whole[4:], whole + b"x"):
         path.write_bytes(broken)
         assert store.get(_key(0)) == (None, "corrupt")
+    path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))  # one bit of the payload: the MAC no longer holds
+    assert store.get(_key(0)) == (None, "forged")
     store.put(_key(0), b"again")  # a rebuilt entry replaces the corrupt one
     assert store.get(_key(0)) == (b"again", "hit")
+
+
+def _path(root, key: bytes):
+    return root / "v2" / "entries" / key.hex()[:2] / key.hex()
+
+
+def test_an_entry_copied_to_another_key_is_a_miss(tmp_path):
+    store = EntryStore(str(tmp_path))
+    store.put(_key(0), b"the docs of file 0")
+    store.put(_key(1), b"the docs of file 1")
+    _path(tmp_path, _key(1)).write_bytes(_path(tmp_path, _key(0)).read_bytes())
+    assert store.get(_key(1)) == (None, "forged") and store.get(_key(0)) == (b"the docs of file 0", "hit")
+
+
+def test_an_entry_edited_with_its_checksum_recomputed_is_a_miss(tmp_path):
+    store = EntryStore(str(tmp_path))
+    store.put(_key(0), b"int f() { return 1; }")
+    edited = b"int f() { return 2; }"
+    size = len(edited).to_bytes(8, "little")
+    wrong = load_secret("an attacker's guess at the secret")
+    for checksum in (hashlib.blake2b(edited, digest_size=32).digest(),  # an unkeyed checksum, as v1 had
+                     wrong.mac(b"nanodata-entry", _key(0), size, edited)):  # a MAC under another key
+        _path(tmp_path, _key(0)).write_bytes(MAGIC + size + checksum + edited)
+        assert len(MAGIC + size + checksum) == HEADER
+        assert store.get(_key(0)) == (None, "forged")
+
+
+def test_another_secret_reads_every_entry_as_a_miss(tmp_path):
+    EntryStore(str(tmp_path), "the first secret, long enough").put(_key(0), b"payload")
+    assert EntryStore(str(tmp_path), "the second secret, long enough").get(_key(0)) == (None, "forged")
+    assert EntryStore(str(tmp_path), "the first secret, long enough").get(_key(0)) == (b"payload", "hit")
+
+
+def test_entries_of_the_pickled_format_are_not_read(tmp_path):
+    old = tmp_path / "v1" / "entries" / _key(0).hex()[:2] / _key(0).hex()
+    old.parent.mkdir(parents=True)
+    payload = b"\x80\x05pickled"
+    old.write_bytes(b"nde1" + len(payload).to_bytes(8, "little") + content_hash(payload) + payload)
+    assert EntryStore(str(tmp_path)).get(_key(0)) == (None, "miss")
 
 
 def _write_many(root: str, start: int) -> None:
@@ -47,7 +89,7 @@ def test_writers_racing_on_one_key_leave_a_whole_entry(tmp_path):
         p.join()
         assert p.exitcode == 0
     assert EntryStore(str(tmp_path)).get(_key(7)) == (b"same bytes " * 5000, "hit")
-    assert [p.name for p in (tmp_path / "v1" / "entries").rglob("*") if p.is_file()] == [_key(7).hex()]
+    assert [p.name for p in (tmp_path / "v2" / "entries").rglob("*") if p.is_file()] == [_key(7).hex()]
 
 
 WRITER = """
@@ -70,7 +112,7 @@ def test_a_killed_writer_leaves_no_entry_a_reader_trusts(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     store = EntryStore(str(tmp_path))
-    files = [p for p in (tmp_path / "v1" / "entries").rglob("*") if p.is_file()]
+    files = [p for p in (tmp_path / "v2" / "entries").rglob("*") if p.is_file()]
     named = [p for p in files if not p.name.endswith(".tmp")]
     assert len(named) > 3
     for path in named:  # every file under an entry's name is whole

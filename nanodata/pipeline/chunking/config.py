@@ -28,6 +28,7 @@ from nanodata.ranges import (
     PROCESS_WORKERS,
 )
 from nanodata.storage import check_uri
+from nanodata.storage.auth import Secret, load_secret
 from nanodata.tokenizer import load
 
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
@@ -45,7 +46,9 @@ class ChunkConfig:
     ("secrets,emails,ips", or "none"); decontaminate: JSONL files of benchmark items whose text drops a file
     holding it; licenses: the SPDX ids whose projects are kept (None: all). cache: where each file's result is kept
     for later runs (a directory or gs:// prefix; None: no reuse); reuse=False chunks every file again (a clean
-    rebuild) and still refreshes the cache; cache_keep_runs: entries no run of the last this many used are deleted. `cleaning` is what the workers run."""
+    rebuild) and still refreshes the cache; cache_keep_runs: entries no run of the last this many used are deleted;
+    cache_secret: what authenticates the cache's entries (None: NANODATA_CACHE_SECRET, else the user's secret file:
+    nanodata.storage.auth.load_secret; loaded, and checked, only with a cache). `cleaning` is what the workers run."""
     mode: str = "basic"
     max_tokens: int = MAX_TOKENS.default
     tokenizer: str = "cl100k_base"
@@ -63,6 +66,7 @@ class ChunkConfig:
     cache: str | None = None
     reuse: bool = True
     cache_keep_runs: int = CACHE_KEEP.default
+    cache_secret: Secret | str | None = field(default=None, repr=False, compare=False)
     cleaning: Cleaning = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -96,6 +100,7 @@ class ChunkConfig:
             cache = str(self.cache)  # a local one may be relative; gs: URIs (and typos of them) are checked as given
             cache = cache if cache[:3].lower() == "gs:" else os.path.abspath(cache)
             object.__setattr__(self, "cache", check_uri("--cache", cache))
+            object.__setattr__(self, "cache_secret", load_secret(self.cache_secret))  # a bad secret file fails here
 
     def worker_settings(self) -> dict:
         """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
@@ -111,4 +116,4 @@ class ChunkConfig:
         salt = settings_digest(mode=self.mode, max_tokens=self.max_tokens, tokenizer_identity=load(self.tokenizer).identity,
                                cross_depth=self.cross_depth, near=self.dedup == "near", filters=self.filters,
                                redact=self.redact, benchmarks_digest=decontaminator and decontaminator.digest)
-        return FileCache(self.cache, salt, self.reuse)
+        return FileCache(self.cache, salt, self.reuse, self.cache_secret)

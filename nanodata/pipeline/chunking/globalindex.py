@@ -1,8 +1,8 @@
 """The global modes' map -> reduce -> map, on disk: unit stores, the reduce, and the index lookups.
 
 - map (parse): each partition's parsed files go to a *unit store* (one SQLite file): per file its
-  parsed units (pickled FileUnits), per named function/type definition its name, qualification, id
-  and text, per file its #includes. Nothing is kept in memory beyond one file.
+  parsed units (FileUnits as plain data: stored.UNITS), per named function/type definition its name,
+  qualification, id and text, per file its #includes. Nothing is kept in memory beyond one file.
 - reduce (`build_index`): reads every store's names and ids, never loading them all at once (SQLite
   sorts and groups on disk), and writes the *index*: the project order (ranks from the #include
   graph), each file's project and the other projects whose headers it includes, every definition's
@@ -24,17 +24,17 @@ qualification in a project are *ambiguous* there (counted per project) and resol
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import pickle
 import re
 import sqlite3
 from pathlib import Path
 
 from nanodata.pipeline.chunking.graphs import topo_order
+from nanodata.pipeline.chunking.stored import BARE_UNIT
 from nanodata.storage.files import commit, temp_name
 
-PICKLE = pickle.HIGHEST_PROTOCOL
 CACHE_ENTRIES = 50_000   # per lookup cache in an emitting process; cleared when full
 SQLITE_CACHE_KIB = 64 * 1024
 
@@ -103,15 +103,14 @@ def qualification(unit) -> str:
 
 
 def definitions(fu) -> list[tuple]:
-    """(kind, name, unit number, qualification, owner, pickled bare unit, text) of each named
+    """(kind, name, unit number, qualification, owner, bare unit (stored.BARE_UNIT), text) of each named
     function/type of a parsed file: what other files can pull in. The unit keeps what lookups need
-    (scope, tokens, names), not segments."""
+    (scope, tokens, names, and any field the chunker adds), not its segments nor its Part."""
     out = []
     for u, unit in enumerate(fu.units):
         if unit.kind in ("function", "type") and unit.name:
-            bare = (unit.kind, unit.name, unit.owner, unit.scope, unit.tokens, unit.calls, unit.types, unit.qualifiers,
-                    unit.bases, unit.specialization)
-            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, pickle.dumps(bare, PICKLE),
+            bare = dataclasses.replace(unit, segments=[], body=-1, start=0, end=0, part=None)
+            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, BARE_UNIT.encode(bare),
                         fu.text_of(unit)))
     return out
 
@@ -330,11 +329,7 @@ class GlobalIndex:
             if len(self._units) >= CACHE_ENTRIES:
                 self._units.clear()
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
-            from nanodata.pipeline.chunking.units import Unit
-
-            kind, name, owner, scope, tokens, calls, types, qualifiers, bases, specialization = pickle.loads(blob)
-            self._units[ref] = (Unit(kind, name, owner, scope, [], -1, 0, 0, tokens, calls=calls, types=types,
-                                     qualifiers=qualifiers, bases=bases, specialization=specialization), text)
+            self._units[ref] = (BARE_UNIT.decode(blob), text)
         return self._units[ref]
 
     def unit(self, ref):

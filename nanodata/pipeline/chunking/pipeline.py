@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import shutil
 import time
 from collections import Counter, deque
@@ -40,6 +39,7 @@ from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
+from nanodata.pipeline.chunking.stored import UNITS, Parsed, Result, signature_array, signature_bytes
 from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
 from nanodata.pipeline.cleaning.licenses import allowed
 from nanodata.pipeline.cleaning.stages import Drop
@@ -57,7 +57,6 @@ WINDOW = 16            # items in flight per worker
 WINDOW_BYTES = 64 << 20  # bytes of source in flight per worker (its docs come back about as big)
 PROBLEMS_KEPT = 100
 TOO_BIG_KEPT = 10_000  # files over --max-file-bytes the summary names (each is also logged); the rest are counted
-PICKLE = pickle.HIGHEST_PROTOCOL
 MERGE_BATCH = 256   # docs handed to the writer at a time
 
 _state: dict = {}   # per process: the run's settings, its Counter and (emit) the GlobalIndex
@@ -117,17 +116,23 @@ def _saved(cache: FileCache, key: bytes, rebuilt: bool, result: FileResult, dige
     return result
 
 
-def _stored(result: FileResult) -> tuple:
-    """What a file's entry holds: its result without anything that depends on where it sits in the input."""
-    return (result.syntax_errors, [(d.text, d.tokens, d.kind, d.cut) for d in result.docs], result.stats,
-            result.signature, result.drop, result.redactions, result.payload)
+def _stored(result: FileResult) -> Result:
+    """What a file's entry holds (stored.Result): its result without anything that depends on where it sits in the
+    input (a doc's source is the run's)."""
+    return Result(syntax_errors=result.syntax_errors, docs=result.docs, stats=result.stats,
+                  signature=signature_bytes(result.signature), drop=result.drop,
+                  redactions=None if result.redactions is None else dict(result.redactions),
+                  payload=None if result.payload is None else Parsed(*result.payload))
 
 
-def _restored(stored: tuple, *, source: str, **where) -> FileResult:
-    syntax_errors, docs, stats, signature, drop, redactions, payload = stored
-    return FileResult(syntax_errors=syntax_errors, docs=[Doc(text, tokens, kind, source, cut)
-                                                         for text, tokens, kind, cut in docs],
-                      stats=stats, signature=signature, drop=drop, redactions=redactions, payload=payload,
+def _restored(stored: Result, *, source: str, **where) -> FileResult:
+    for doc in stored.docs:
+        doc.source = source
+    payload = stored.payload
+    return FileResult(syntax_errors=stored.syntax_errors, docs=stored.docs, stats=stored.stats,
+                      signature=signature_array(stored.signature), drop=stored.drop,
+                      redactions=None if stored.redactions is None else Counter(stored.redactions),
+                      payload=None if payload is None else (payload.units, payload.definitions, payload.includes),
                       source=source, reused=True, **where)
 
 
@@ -196,11 +201,11 @@ def _parse_text(src: SourceFile, text: str) -> FileResult:
     fu, sig, changes = parsed
     return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig, source=src.source,
                       path=src.path, redactions=changes, license=src.license,
-                      payload=(pickle.dumps(fu, PICKLE), definitions(fu), fu.includes))
+                      payload=(UNITS.encode(fu), definitions(fu), fu.includes))
 
 
 def _parse_file(src: SourceFile):
-    """Global modes, pass 1: one file in, its units (pickled), definitions and signature out."""
+    """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out."""
     return _through_cache(src, "parse", _parse_text)
 
 
@@ -210,12 +215,12 @@ def _emit_file(row):
     gid, source, project, size, _, blob, rank, view, ordinal = row
     cache: FileCache | None = _state.get("cache")
     if cache is None or view is None:
-        return _chunked(gid, source, project, size, pickle.loads(blob), rank)
+        return _chunked(gid, source, project, size, UNITS.decode(blob), rank)
     key = cache.key("emit", view, ordinal)
     stored, rebuilt = cache.load(key)
     if stored is not None:
         return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
-    return _saved(cache, key, rebuilt, _chunked(gid, source, project, size, pickle.loads(blob), rank))
+    return _saved(cache, key, rebuilt, _chunked(gid, source, project, size, UNITS.decode(blob), rank))
 
 
 @dataclass
@@ -241,7 +246,7 @@ class FileResult:
 
 
 def _bytes_of(item) -> int:
-    """What an item in flight weighs: a source file's size, a stored file's pickled units (see _emit_file)."""
+    """What an item in flight weighs: a source file's size, a stored file's encoded units (see _emit_file)."""
     return item.size if isinstance(item, SourceFile) else len(item[5])
 
 

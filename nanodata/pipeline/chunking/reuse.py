@@ -2,9 +2,12 @@
 
 A file's result (its docs and fidelity figures, near-dedup signature, filter and redaction outcome; in the global
 modes its parsed units too) is a pure function of its content and of the settings that decide the output. So it is
-stored under key = digest(CHUNK_FORMAT, the settings' digest, the pass, the file's content digest) in an EntryStore
-(nanodata.storage.entries: checksummed, written whole), and a later run reads it instead of chunking the file
-again. Nothing position-dependent is stored: a file's gid, source name and project are the run's, so a record
+stored under key = digest(CHUNK_FORMAT, the settings' digest, the stored shapes, the pass, the file's content
+digest) in an EntryStore (nanodata.storage.entries: written whole, each entry under a keyed MAC over its key and
+payload), as plain data (nanodata.pipeline.chunking.stored), and a later run reads it instead of chunking the file
+again. An entry whose MAC does not hold (edited, moved to another key, made with another secret) or whose payload
+does not decode to its shape is a miss: the file is chunked again and the entry counted as rebuilt. Nothing
+position-dependent is stored: a file's gid, source name and project are the run's, so a record
 inserted above it in a JSONL, or a file added beside it, leaves its entry valid.
 
 In the global modes a file's docs also depend on what it resolves names from: its project and, transitively, the
@@ -16,20 +19,24 @@ when one of the files it can see changed; parsing is keyed by content alone, so 
 from __future__ import annotations
 
 import json
-import pickle
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nanodata.pipeline.chunking.stored import RESULT, SCHEMA
 from nanodata.storage import is_gcs
+from nanodata.storage.auth import Secret, load_secret
 from nanodata.storage.entries import EntryStore
 from nanodata.storage.files import content_hash, data_digest, object_digest
+from nanodata.storage.plain import Codec, Undecodable
+
+log = logging.getLogger(__name__)
 
 # bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
 # every entry then misses and is rebuilt. 2: basic fitting files never parsed (blank lines dropped), blocks split
 # between statements; 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
 # 4: a brace-fallback unit holds one definition at most
 CHUNK_FORMAT = 4
-PICKLE = pickle.HIGHEST_PROTOCOL
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
 
@@ -57,29 +64,40 @@ def text_content_digest(text: str, file: str | None) -> str:
 
 @dataclass
 class FileCache:
-    """A worker's view of the run's entry store. reuse=False: every file is chunked (a clean rebuild), its entry
-    still written for the next run."""
+    """A worker's view of the run's entry store: values of `codec`'s type (a stored.Result), under keys that mix
+    in `schema` (the shapes of what is stored, so a changed shape never meets an older entry). reuse=False: every
+    file is chunked (a clean rebuild), its entry still written for the next run. secret: what authenticates the
+    entries (None: the user's, nanodata.storage.auth.load_secret)."""
     root: str
     salt: str
     reuse: bool = True
+    secret: Secret | str | None = field(default=None, repr=False)
+    codec: Codec = field(default=RESULT, repr=False)
+    schema: str = SCHEMA
 
     def __post_init__(self):
-        self.store = EntryStore(self.root)
+        self.secret = load_secret(self.secret)
+        self.store = EntryStore(self.root, self.secret)
 
     def key(self, kind: str, *parts) -> bytes:
-        return content_hash("\x00".join([self.salt, kind, *map(str, parts)]).encode())
+        return content_hash("\x00".join([self.salt, self.schema, kind, *map(str, parts)]).encode())
 
     def load(self, key: bytes):
-        """(the stored value, rebuilt?): (None, True) for a corrupt or truncated entry, (None, False) for none."""
+        """(the stored value, rebuilt?): (None, True) for an entry that is corrupt, truncated, fails its MAC or does
+        not decode to its shape (logged), (None, False) for none."""
         if not self.reuse:
             return None, False
         payload, status = self.store.get(key)
         if payload is None:
-            return None, status == "corrupt"
-        return pickle.loads(payload), False
+            return None, status != "miss"
+        try:
+            return self.codec.decode(payload), False
+        except Undecodable as exc:
+            log.warning("cache entry %s does not decode (%s): rebuilt", key.hex(), exc)
+            return None, True
 
     def save(self, key: bytes, value) -> None:
-        self.store.put(key, pickle.dumps(value, PICKLE))
+        self.store.put(key, self.codec.encode(value))
 
 
 @dataclass

@@ -1,0 +1,448 @@
+"""Plain data: values of a declared type, stored as JSON with their bytes out of band, read back only in that type.
+
+What a build stores and reads back (cache entries, the units in unit stores) is data, never code: no pickle, no
+eval. A `Codec` is derived from a type, and reading checks every value against it, strictly (an int is not a bool,
+a list holds what its type says, a dataclass has exactly its fields); anything else raises `Undecodable`, which
+callers treat as a miss. Types:
+- str, int, float, bool, bytes, None; `X | None`; list[X], tuple[X, ...], tuple[X, Y, ...], dict[K, V];
+- a dataclass: its fields as `dataclasses.fields` lists them, each with its annotated type, so a field added to
+  the class travels without any change here (and changes the fingerprint, so older payloads no longer decode);
+  `omit` names fields left out (filled with a given value on reading: what depends on where a value is used);
+- a bare `tuple`, `list` or `dict` (or `object`): plain values nested of the kinds above (a bare tuple's value is
+  written once per payload and read back as one object wherever it was one, as pickle's memo kept them).
+
+Layout: MAGIC, the type's fingerprint (8 bytes), the JSON's length (8 bytes, little-endian), the JSON
+`[value, [blob lengths], [shared tuples]]` (UTF-8, lone surrogates kept), then the blobs (every bytes value, in
+order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+
+MAGIC = b"npd1"
+HEADER = len(MAGIC) + 8 + 8
+_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_SET = frozenset(_SCALARS)
+
+
+class Undecodable(ValueError):
+    """Stored bytes that are not a value of the expected type (made by another version, edited, or not ours)."""
+
+
+class _Out(list):
+    """What encoding collects besides the value: the blobs (the list itself) and the shared tuples."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared: list = []
+        self.index: dict = {}
+
+
+class _Context:
+    __slots__ = ("blobs", "shared", "decoded")
+
+    def __init__(self, blobs: list, shared: list):
+        self.blobs = blobs
+        self.shared = shared
+        self.decoded: list = [_UNSET] * len(shared)
+
+
+_UNSET = object()
+
+
+def _fail(what: str, value) -> typing.NoReturn:
+    raise Undecodable(f"expected {what}, found {type(value).__name__}")
+
+
+class _Conv:
+    """A type's encoder enc(value, blobs) -> JSON-able and decoder dec(json value, context) -> value."""
+    __slots__ = ("enc", "dec", "name")
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _scalar(kind: type) -> _Conv:
+    conv = _Conv(kind.__name__)
+
+    def enc(v, blobs):
+        if type(v) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {type(v).__name__}: {v!r:.80}")
+        return v
+
+    def dec(v, ctx):
+        if type(v) is not kind:
+            _fail(kind.__name__, v)
+        return v
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _float() -> _Conv:
+    conv = _Conv("float")
+
+    def enc(v, blobs):
+        if type(v) is not float:
+            raise TypeError(f"expected float, got {type(v).__name__}")
+        return v
+
+    def dec(v, ctx):
+        if type(v) is float or type(v) is int:  # JSON writes 1e16 as an int's digits
+            return float(v)
+        _fail("float", v)
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _bytes() -> _Conv:
+    conv = _Conv("bytes")
+
+    def enc(v, blobs):
+        if type(v) is not bytes:
+            raise TypeError(f"expected bytes, got {type(v).__name__}")
+        blobs.append(v)
+        return len(blobs) - 1
+
+    def dec(v, ctx):
+        if type(v) is not int or not 0 <= v < len(ctx.blobs):
+            _fail("a blob's number", v)
+        return ctx.blobs[v]
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _none() -> _Conv:
+    conv = _Conv("None")
+
+    def enc(v, blobs):
+        if v is not None:
+            raise TypeError(f"expected None, got {type(v).__name__}")
+        return None
+
+    def dec(v, ctx):
+        if v is not None:
+            _fail("null", v)
+        return None
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _optional(inner: _Conv) -> _Conv:
+    conv = _Conv(f"{inner.name} | None")
+    conv.enc = lambda v, blobs: None if v is None else inner.enc(v, blobs)
+    conv.dec = lambda v, ctx: None if v is None else inner.dec(v, ctx)
+    return conv
+
+
+def _sequence(inner: _Conv, kind: type) -> _Conv:
+    conv = _Conv(f"{kind.__name__}[{inner.name}]")
+    scalar = next((t for t in (str, int, bool) if inner.name == t.__name__), None)
+    if scalar is not None:  # the common case, checked without a call per item
+        def enc(v, blobs):
+            if type(v) is not kind or not all(type(x) is scalar for x in v):
+                raise TypeError(f"expected {conv.name}, got {v!r:.80}")
+            return v
+
+        def dec(v, ctx):
+            if type(v) is not list or not all(type(x) is scalar for x in v):
+                _fail(conv.name, v)
+            return v if kind is list else tuple(v)
+    else:
+        def enc(v, blobs):
+            if type(v) is not kind:
+                raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
+            return [inner.enc(x, blobs) for x in v]
+
+        def dec(v, ctx):
+            if type(v) is not list:
+                _fail(conv.name, v)
+            items = [inner.dec(x, ctx) for x in v]
+            return items if kind is list else tuple(items)
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _fixed_tuple(inners: list[_Conv]) -> _Conv:
+    conv = _Conv(f"tuple[{', '.join(c.name for c in inners)}]")
+    n = len(inners)
+
+    def enc(v, blobs):
+        if type(v) is not tuple or len(v) != n:
+            raise TypeError(f"expected {conv.name}, got {v!r:.80}")
+        return [c.enc(x, blobs) for c, x in zip(inners, v, strict=True)]
+
+    def dec(v, ctx):
+        if type(v) is not list or len(v) != n:
+            _fail(conv.name, v)
+        return tuple(c.dec(x, ctx) for c, x in zip(inners, v, strict=True))
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _mapping(key: _Conv, value: _Conv) -> _Conv:
+    conv = _Conv(f"dict[{key.name}, {value.name}]")
+    if key.name == "str":  # a JSON object
+        def enc(v, blobs):
+            if type(v) is not dict:
+                raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
+            return {key.enc(k, blobs): value.enc(x, blobs) for k, x in v.items()}
+
+        def dec(v, ctx):
+            if type(v) is not dict:
+                _fail(conv.name, v)
+            return {k: value.dec(x, ctx) for k, x in v.items()}
+    else:  # [[key, value], ...]
+        def enc(v, blobs):
+            if type(v) is not dict:
+                raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
+            return [[key.enc(k, blobs), value.enc(x, blobs)] for k, x in v.items()]
+
+        def dec(v, ctx):
+            if type(v) is not list or not all(type(p) is list and len(p) == 2 for p in v):
+                _fail(conv.name, v)
+            return {key.dec(k, ctx): value.dec(x, ctx) for k, x in v}
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+# plain values: scalars as themselves, a tuple as a JSON array, the rest as a one-key object naming its kind
+
+def _enc_plain(v, blobs):
+    t = type(v)
+    if t in _SCALARS:
+        return v
+    if t is tuple:
+        return [_enc_plain(x, blobs) for x in v]
+    if t is list:
+        return {"l": [_enc_plain(x, blobs) for x in v]}
+    if t is dict:
+        return {"d": [[_enc_plain(k, blobs), _enc_plain(x, blobs)] for k, x in v.items()]}
+    if t is bytes:
+        blobs.append(v)
+        return {"b": len(blobs) - 1}
+    raise TypeError(f"not a plain value: {t.__name__}")
+
+
+def _dec_plain(v, ctx):
+    t = type(v)
+    if t is list:
+        if all(type(x) in _SCALAR_SET for x in v):  # names, numbers: no call per item
+            return tuple(v)
+        return tuple(_dec_plain(x, ctx) for x in v)
+    if t is dict:
+        if len(v) != 1:
+            _fail("a plain value", v)
+        (kind, inner), = v.items()
+        if kind == "l" and type(inner) is list:
+            return [_dec_plain(x, ctx) for x in inner]
+        if kind == "d" and type(inner) is list and all(type(p) is list and len(p) == 2 for p in inner):
+            try:
+                return {_dec_plain(k, ctx): _dec_plain(x, ctx) for k, x in inner}
+            except TypeError:  # an unhashable key
+                raise Undecodable("a plain dict with an unhashable key") from None
+        if kind == "b" and type(inner) is int and 0 <= inner < len(ctx.blobs):
+            return ctx.blobs[inner]
+        _fail("a plain value", v)
+    return v  # JSON's scalars are plain
+
+
+def _plain(kind: type | None) -> _Conv:
+    """A bare tuple/list/dict (or object): a plain value. A bare tuple's value is written once per payload and
+    referred to by its number wherever the same object recurs (a scope shared by a file's units): read once, one
+    object again."""
+    conv = _Conv(kind.__name__ if kind else "object")
+
+    def enc(v, out):
+        if kind is not None and type(v) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {type(v).__name__}")
+        if kind is tuple:  # by identity, as pickle's memo: (1,) and (True,) are equal, not the same
+            number = out.index.get(id(v))
+            if number is None:
+                number = out.index[id(v)] = len(out.shared)
+                out.shared.append(_enc_plain(v, out))
+            return number
+        return _enc_plain(v, out)
+
+    def dec(v, ctx):
+        if kind is tuple and type(v) is int:
+            if not 0 <= v < len(ctx.shared):
+                _fail("a shared tuple's number", v)
+            value = ctx.decoded[v]
+            if value is _UNSET:
+                value = ctx.decoded[v] = _dec_plain(ctx.shared[v], ctx)
+        else:
+            value = _dec_plain(v, ctx)
+        if kind is not None and type(value) is not kind:
+            _fail(kind.__name__, value)
+        return value
+
+    conv.enc, conv.dec = enc, dec
+    return conv
+
+
+def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
+    """A dataclass as the list of its n stored fields' values; the (name, converter, passed to __init__) of each
+    stored field are appended to the returned list by the caller (after registering: types may recurse)."""
+    conv = _Conv(cls.__qualname__)
+    built: list = []
+
+    def enc(v, blobs):
+        if type(v) is not cls:
+            raise TypeError(f"expected {cls.__qualname__}, got {type(v).__name__}")
+        out = []
+        for name, field_conv, _ in built:
+            try:
+                out.append(field_conv.enc(getattr(v, name), blobs))
+            except TypeError as exc:
+                raise TypeError(f"{cls.__qualname__}.{name}: {exc}") from None
+        return out
+
+    # a plain dataclass (no __post_init__ to run, no slots) is filled in as pickle does, without calling __init__:
+    # every field is set, each checked by its converter
+    direct = not hasattr(cls, "__post_init__") and "__slots__" not in cls.__dict__
+    plan: list = []  # (names, decoders) once `built` is complete
+
+    def dec(v, ctx):
+        if type(v) is not list or len(v) != n:
+            _fail(f"{cls.__qualname__} ({n} fields)", v)
+        if not plan:
+            plan.append(([name for name, _, _ in built], [c.dec for _, c, _ in built]))
+        names, decoders = plan[0]
+        values = {name: d(x, ctx) for name, d, x in zip(names, decoders, v, strict=True)}
+        if direct:
+            value = object.__new__(cls)
+            value.__dict__.update(fills)
+            value.__dict__.update(values)
+            return value
+        args = {**fills, **{name: values[name] for name, _, init in built if init}}
+        try:
+            value = cls(**args)
+        except TypeError as exc:
+            raise Undecodable(f"{cls.__qualname__}: {exc}") from None
+        for name, _, init in built:
+            if not init:
+                object.__setattr__(value, name, values[name])
+        return value
+
+    conv.enc, conv.dec = enc, dec
+    return conv, built
+
+
+class Codec:
+    """encode(value) -> bytes and decode(bytes) -> value of one type (see the module doc); `fingerprint` names
+    the type's shape (field names and types, all the way down)."""
+
+    def __init__(self, hint, omit: dict | None = None):
+        self.hint = hint
+        self.omit = {cls: dict(fields) for cls, fields in (omit or {}).items()}
+        self._convs: dict = {}
+        self._shapes: list[str] = []
+        self.root = self._conv(hint)
+        self._shapes.insert(0, _describe(hint))
+        self.fingerprint = hashlib.blake2b("\n".join(self._shapes).encode(), digest_size=8).digest()
+
+    def __reduce__(self):  # (to worker processes: made again there from the type)
+        return Codec, (self.hint, self.omit)
+
+    def _conv(self, hint) -> _Conv:
+        key = hint
+        if key in self._convs:
+            return self._convs[key]
+        conv = self._make(hint)
+        self._convs[key] = conv
+        return conv
+
+    def _make(self, hint) -> _Conv:
+        if hint in (str, int, bool):
+            return _scalar(hint)
+        if hint is float:
+            return _float()
+        if hint is bytes:
+            return _bytes()
+        if hint is type(None) or hint is None:
+            return _none()
+        if hint in (tuple, list, dict):
+            return _plain(hint)
+        if hint is object or hint is typing.Any:
+            return _plain(None)
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            fills = self.omit.get(hint, {})
+            unknown = set(fills) - {f.name for f in dataclasses.fields(hint)}
+            if unknown:
+                raise TypeError(f"{hint.__qualname__} has no fields {sorted(unknown)}")
+            hints = typing.get_type_hints(hint)
+            stored = [f for f in dataclasses.fields(hint) if f.name not in fills]
+            conv, built = _dataclass(hint, fills, len(stored))
+            self._convs[hint] = conv  # registered before its fields: a field may be of this type again
+            self._shapes.append(f"{_describe(hint)}: " + ", ".join(f"{f.name}: {_describe(hints[f.name])}"
+                                                                  for f in stored) + f" / omitted {sorted(fills)}")
+            for f in stored:
+                built.append((f.name, self._conv(hints[f.name]), f.init))
+            return conv
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        if origin in (typing.Union, types.UnionType):
+            rest = [a for a in args if a is not type(None)]
+            if len(rest) == 1 and len(args) == 2:
+                return _optional(self._conv(rest[0]))
+        elif origin is list and len(args) == 1:
+            return _sequence(self._conv(args[0]), list)
+        elif origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return _sequence(self._conv(args[0]), tuple)
+        elif origin is tuple and args:
+            return _fixed_tuple([self._conv(a) for a in args])
+        elif origin is dict and len(args) == 2:
+            return _mapping(self._conv(args[0]), self._conv(args[1]))
+        raise TypeError(f"no plain-data codec for {hint!r}")
+
+    def encode(self, value) -> bytes:
+        out = _Out()
+        top = self.root.enc(value, out)
+        body = json.dumps([top, [len(b) for b in out], out.shared], ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8", "surrogatepass")
+        return b"".join([MAGIC, self.fingerprint, len(body).to_bytes(8, "little"), body, *out])
+
+    def decode(self, data: bytes | memoryview):
+        """The value `data` holds; Undecodable when it is not one of this type, whatever the bytes."""
+        data = memoryview(data)
+        if len(data) < HEADER or data[:len(MAGIC)] != MAGIC:
+            raise Undecodable("not plain data (no header)")
+        if data[len(MAGIC):len(MAGIC) + 8] != self.fingerprint:
+            raise Undecodable("plain data of another shape (made by another version)")
+        size = int.from_bytes(data[len(MAGIC) + 8:HEADER], "little")
+        if size > len(data) - HEADER:
+            raise Undecodable("plain data cut short")
+        try:
+            top = json.loads(str(data[HEADER:HEADER + size], "utf-8", "surrogatepass"))
+        except (ValueError, RecursionError) as exc:
+            raise Undecodable(f"not JSON: {exc}") from None
+        if type(top) is not list or len(top) != 3 or type(top[1]) is not list or type(top[2]) is not list \
+                or not all(type(n) is int and n >= 0 for n in top[1]):
+            raise Undecodable("not a value, its blob lengths and its shared tuples")
+        if sum(top[1]) != len(data) - HEADER - size:
+            raise Undecodable("blobs of other lengths than the data holds")
+        blobs, at = [], HEADER + size
+        for n in top[1]:
+            blobs.append(bytes(data[at:at + n]))
+            at += n
+        try:
+            return self.root.dec(top[0], _Context(blobs, top[2]))
+        except RecursionError:
+            raise Undecodable("nested too deeply") from None
+
+
+def _describe(hint) -> str:
+    if isinstance(hint, type):
+        return f"{hint.__module__}.{hint.__qualname__}" if dataclasses.is_dataclass(hint) else hint.__name__
+    return repr(hint)
