@@ -52,7 +52,8 @@ def source(tmp_path_factory):
 def _rows(directory: Path, manifest: dict) -> tuple[Counter, Counter]:
     """(train rows, val rows) as multisets of (text, n_tokens, mode, source, kind)."""
     def read(entries):
-        return Counter(tuple(r.values()) for e in entries for r in pq.read_table(directory / e["name"]).to_pylist())
+        return Counter(tuple(tuple(v) if isinstance(v, list) else v for v in r.values())
+                       for e in entries for r in pq.read_table(directory / e["name"]).to_pylist())
 
     return read(manifest["shards"]), read([manifest["val"]] if manifest["val"] else [])
 

@@ -65,13 +65,14 @@ EXAMPLES_KEPT = 10
 def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
     """One file's figures: its lines and how many its docs keep as written, its docs and how many
     balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any)."""
+    examples = {EXAMPLES: cuts[EXAMPLES]} if cuts.get(EXAMPLES) else {}
     if docs == [source]:  # emitted whole, the file as written: every line kept, and whether it balances is the
         lines = source.count("\n") + (not source.endswith("\n"))  # file's own (nothing lexed: the fast path)
-        return {"lines": lines, "lines_kept": lines, "docs": 1, "balanced_docs": 1, **{k: cuts[k] for k in CUTS}}
+        return {"lines": lines, "lines_kept": lines, "docs": 1, "balanced_docs": 1, **{k: cuts[k] for k in CUTS},
+                **examples}
     lines = source_lines(source) if source.strip() else []  # (a file of whitespace makes no doc: nothing to keep)
     return {"lines": len(lines), "lines_kept": _kept(lines, docs), "docs": len(docs),
-            "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS},
-            **({EXAMPLES: cuts[EXAMPLES]} if cuts.get(EXAMPLES) else {})}
+            "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}, **examples}
 
 
 def _fresh() -> dict:

@@ -39,8 +39,8 @@ after the newline, so the token count of concatenated segments is the sum of the
 segment is tokenized exactly once and docs are priced without re-tokenizing them
 (`pack.counter_for` refuses a tokenizer for which this does not hold).
 
-The dataclasses live here, apart from the parsing (parse.parse_units builds them), because unit stores and
-cache entries pickle them under this module's path.
+The dataclasses live here, apart from the parsing (parse.parse_units builds them): unit stores and cache entries
+hold them as plain data, their shapes read off these classes' fields (chunking.stored).
 """
 
 from __future__ import annotations
