@@ -34,10 +34,10 @@
    Each rule runs chunk_to_jsonl(basic, --max-tokens 2048, --dedup near, filters and redaction off) in a child, twice
    (the second with 2 workers), its summary naming every removed file and its twin. A removal is justified when some
    kept file is at exact J >= 0.7 to it, questionable at 0.5-0.7, false below; exact J is computed for the pairs
-   estimated at >= 0.4 only (every pair's signatures compared on 64 bins, then on 256: no O(n^2) set comparisons; a
+   estimated at >= 0.4 only (every pair's signatures compared on 64 bins, then on all: no O(n^2) set comparisons; a
    pair at exact J 0.5 is missed with probability ~1e-3). Also: planted near-copies with one side removed, far copies
    removed, groups (connected files at exact J >= 0.8) removed whole with no kept file at >= 0.7, the removed set of
-   the second run, the 256-bin estimate's error on real pairs at exact J 0.6-0.8, questionable removals whose twin
+   the second run, the full signature's estimate's error on real pairs at exact J 0.6-0.8, questionable removals whose twin
    edge was estimated under threshold + 0.05, and 3's cost ratio (run if 3 was not). Goals: no removal without a kept
    file at J >= 0.5; questionable <= 3% of removals; no group at J >= 0.8 removed whole; near/exact <= 1.15.
 
@@ -578,7 +578,7 @@ FAR_RENAME, FAR_RANGE = 0.20, (0.0, 0.40)
 MIN_SHINGLES = 200           # an original has at least this many (so a 1% rename lands in NEAR_RANGE)
 JUSTIFIED, QUESTIONABLE = 0.7, 0.5   # a removal's best exact Jaccard to a kept file: >= 0.7, 0.5-0.7, else false
 GROUP_J = 0.8                # groups: connected files at exact J >= this
-CANDIDATE_J = 0.4            # pairs scored exactly: a 256-bin estimate at or above this
+CANDIDATE_J = 0.4            # pairs scored exactly: a full signature's estimate at or above this
 QUESTIONABLE_GOAL = 0.03
 NEAR_EDGE = 0.05             # "near the threshold": an estimate in [threshold, threshold + this)
 IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*")
@@ -697,7 +697,7 @@ def near_run(plan: dict) -> dict:
 
 
 def similar_pairs(sigs: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(i, j, estimate) of every pair i < j whose 256-bin estimate is >= floor: all pairs on 64 bins first (at
+    """(i, j, estimate) of every pair i < j whose full signature's estimate is >= floor: all pairs on 64 bins first (at
     floor - 0.15: a pair at floor + 0.1 falls under it with probability ~1e-4), then the full signature."""
     head = np.ascontiguousarray(sigs[:, :64])
     found_i, found_j = [], []
@@ -849,7 +849,7 @@ def bench_scored(corpus: Path, args, cost: float | None) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"scored runs: {len(results)} chunk runs (basic, --max-tokens {MAX_TOKENS}, filters and redaction off, "
           f"{args.jobs} at a time) and the scoring in {time.perf_counter() - started:.0f} s; candidates: pairs "
-          f"estimated at >= {CANDIDATE_J} (256 bins), scored on exact Jaccard (BigCode's shingles)", flush=True)
+          f"estimated at >= {CANDIDATE_J} ({minhash.BINS} bins), scored on exact Jaccard (BigCode's shingles)", flush=True)
     if cost is None:
         cost = bench_chunk(corpus, args.chunk_runs, args.threshold)
     names = {"ours": "ours (this checkout)", "old": f"old rule ({old})"}
@@ -865,7 +865,7 @@ def bench_scored(corpus: Path, args, cost: float | None) -> None:
               f"{len(scorer.pairs)} pairs at estimate >= {CANDIDATE_J})", flush=True)
         scored_table(scores, repeat, {r: names[r] for r in columns}, args.threshold, cost)
         pairs, error, bias = scorer.estimate_error()
-        print(f"256-bin estimate (the low 16 bits find_edges compares) on {pairs} real pairs at exact J 0.6-0.8: "
+        print(f"{minhash.BINS}-bin estimate (the low 16 bits find_edges compares) on {pairs} real pairs at exact J 0.6-0.8: "
               f"mean |error| {error:.4f}, mean error {bias:+.4f} (estimate - exact); in theory ~"
               f"{np.sqrt(2 / np.pi * 0.7 * 0.3 / minhash.BINS):.4f} at J 0.7", flush=True)
         for rule in columns:
