@@ -8,9 +8,38 @@ Kinds (`--redact`, REDACT_NAMES) and what each replaces:
   * token formats, found by detect-secrets' (1.5.0) plugins' own regular expressions: AWS access key ids
     (AKIA/ASIA/ABIA/ACCA/A3T + 16) and AWS secret keys (40 characters quoted near "aws" and "key"/"secret"...),
     Azure storage keys (`AccountKey=` + 88, the value only), GitHub (ghp_/gho_/ghu_/ghs_/ghr_), GitLab, Slack
-    (xox[abposr]- tokens, webhook URLs), Stripe (sk_live_/rk_live_), OpenAI, PyPI and SendGrid keys, JWTs
-    (detect-secrets' formal check of the header and payload; the signature is replaced too). Ours, where
-    detect-secrets has none: GCP API keys (AIza + 35) and GitHub fine-grained tokens (github_pat_).
+    (xox[abposr]- tokens, webhook URLs), Stripe (sk_live_/rk_live_), OpenAI (sk-...T3BlbkFJ...), PyPI, SendGrid,
+    Discord bot tokens (<24>.<6>.<27>, a newer token's longer third part included), Telegram bot tokens (<bot
+    id>:<35>), Mailchimp (<32>-us<n>), Square OAuth secrets (sq0csp-), Twilio API key SIDs (SK + 32, and only with
+    "twilio" within 2 lines: a SID alone is an identifier), JWTs (detect-secrets' formal check of the header and
+    payload; the signature is replaced too). The Discord, Telegram, Mailchimp and Twilio expressions are bounded, so
+    that a token inside a longer run of its characters is not cut out of it.
+  * ours, where detect-secrets has no plugin: each service's documented prefix and length, checked against
+    gitleaks' default rules (config/gitleaks.toml) and trufflehog's detectors, which spell them out. GCP API keys
+    (AIza + 35), GitHub fine-grained tokens (github_pat_), OpenAI project/service/admin keys (sk-proj-,
+    sk-svcacct-, sk-admin- + 40 or more), Anthropic (sk-ant-api03-/sk-ant-admin01- + 93 + AA), Hugging Face
+    (hf_ + 34 letters, api_org_ + 34), npm (npm_ + 36), Google OAuth client secrets (GOCSPX- + 28), DigitalOcean
+    (dop_v1_/doo_v1_/dor_v1_ + 64 hex), Heroku (HRKU-AA + 58; a classic UUID key under a name holding "heroku"),
+    Shopify (shpat_/shpss_/shpca_/shppa_ + 32 hex), Mailgun (key- + 32 hex), Slack app and configuration tokens
+    (xapp-, xoxe.xoxb-, xoxe-), Stripe test and prod secret keys (sk_test_/rk_test_/sk_prod_), Square access
+    tokens (sq0atp-, EAAA), RubyGems (rubygems_ + 48 hex), NuGet (oy2 + 43), Docker Hub (dckr_pat_ + 27,
+    dckr_oat_ + 32), Atlassian (ATATT3 + 186), Databricks (dapi + 32 hex), Doppler (dp.pt./dp.st./dp.ct./dp.sa.
+    ... + 40-44), Postman (PMAK- + 24 hex - 34 hex), Grafana (glc_, glsa_), New Relic (NRAK- + 27), Sentry
+    (sntryu_ + 64 hex, sntrys_eyJpYXQiO...), Linear (lin_api_ + 40), Notion (ntn_ + 11 digits + 35, secret_ + 43),
+    Groq (gsk_ + 52), Replicate (r8_ + 37), Perplexity (pplx- + 48), Azure AD client secrets (<3><digit>Q~<31-34>),
+    Alibaba (LTAI + 12-20), Tencent (AKID + 32), age (AGE-SECRET-KEY-1 + 58), CircleCI (CCIPAT_), Vault (hvs. +
+    90-120, hvb. + 138-300), Pulumi (pul- + 40 hex), Terraform Cloud (<14>.atlasv1.<60-70>), Fly.io (fo1_, fm1a_,
+    fm1r_, fm2_), Netlify (nfp_ + 36), Artifactory (AKCp + 69). Services whose keys have no prefix (Cohere, Travis
+    CI, Vercel, Netlify's and CircleCI's older tokens...) are found by their names, below. Stripe's publishable keys
+    (pk_live_/pk_test_) are kept: Stripe has them embedded in web pages and apps by design, they grant nothing.
+  * an AWS secret access key beside its key id: a quoted (or `=`-assigned) 40-character base64 value after `=`, a
+    comma or a parenthesis within 2 lines of an AWS key id (`Aws::Auth::AWSCredentials c("AKIA...", "wJalr...")`,
+    the next field of an initializer), holding two classes of characters and a digit, `/` or `+` (detect-secrets'
+    own verification reads the key id's neighbourhood for it the same way, get_secret_access_keys).
+  * the password of a URI's user information, `scheme://user:password@host` (postgresql, mysql, mongodb+srv, redis
+    `://:password@`, amqp, ftp, https...): detect-secrets' BasicAuthDetector expression, widened to an empty user and
+    to RFC 3986's sub-delimiters in the password, becomes `<PASSWORD>`, scheme, user and host kept (the host's
+    public IP address then goes to the ips kind); a format string or template (`%s`, `{}`, `${PASS}`) is kept.
   * private key blocks: `-----BEGIN ... PRIVATE KEY-----` through its `-----END ... PRIVATE KEY-----` (RSA, EC,
     DSA, OPENSSH, ENCRYPTED, PGP ... BLOCK, SSH2 `---- BEGIN ... ----`), the whole block, comment prefixes and
     string-literal seams inside it included, becomes one `<KEY>`; a block with no END within 20,000 characters
@@ -18,15 +47,20 @@ Kinds (`--redact`, REDACT_NAMES) and what each replaces:
     (detect-secrets' PrivateKeyDetector flags the header line only, so the extent is ours.)
   * assignments to secret-like names, found by detect-secrets' KeywordDetector expressions for C and C++
     (`password = "..."`, `pwd == "..."`, `char passwd[16] = "..."`, `std::string secret("...")`, and the quoted
-    `"password": "..."` form of JSON kept in strings or comments). A password-like name (password, passwd, pwd,
-    db_pass, key_pass, contraseña) gets its literal's value replaced by `<PASSWORD>`, quotes and name kept,
-    unless the value is plainly not a password: no letter or digit, whitespace (prose such as "Enter password:"),
-    a template (`<...>`, `{...}`, `${...}`, `%s`), or a letters-only name holding the keyword itself ("password",
-    "db_password": a field name, not a value). Any other secret-like name (api_key, auth_key, private_key,
-    client_key, secret, token, access_key, ...) has its value replaced by `<KEY>` only when the value is a
-    high-entropy key by detect-secrets' own measures: at least 16 characters, Base64HighEntropyString's charset
-    and Shannon entropy > 4.5 or HexHighEntropyString's > 3.0, and neither sequential ("ABCDEF...") nor a UUID.
-    Long hex constants, hash tables and base64 test vectors elsewhere in C++ are never looked at.
+    `"password": "..."` form of JSON kept in strings or comments), and ours: `#define NAME "..."` with a
+    secret-like NAME. A password-like name (password, passwd, pwd, db_pass, key_pass, contraseña) gets its
+    literal's value replaced by `<PASSWORD>`, quotes and name kept, unless the value is plainly not a password: no
+    letter or digit, whitespace (prose such as "Enter password:"), a template (`<...>`, `{...}`, `${...}`, `%s`), or
+    a letters-only name holding the keyword itself ("password", "db_password": a field name, not a value). Any
+    other secret-like name (api_key, auth_key, private_key, client_key, client_secret, secret, token, access_key,
+    ...) has its value replaced by `<KEY>` when the value is shaped like a key, whatever its entropy (detect-secrets'
+    Base64HighEntropyString limit of 4.5 passes almost no random key of 16-20 characters): 12 or more characters of
+    the base64/base64url/hex alphabets (and `.`, `~`), letters with digits or both cases, 6 or more distinct
+    characters, and none of a path, a version ("1.2.3-beta4"), a placeholder word (your, example, changeme, xxxx,
+    ...), a sequence or a UUID (detect-secrets' filters), or a run of words (`_identifier_like`:
+    "RpcGroupManagementToken", "sha256WithRSAEncryption", "kCFBundleVersionKey"). Hex values of 16 or more under
+    such a name are keys. Long hex constants, hash tables and base64 test vectors elsewhere in C++ are never looked
+    at.
 - emails -> `<EMAIL>`: `local@domain.tld` (local part of [A-Za-z0-9._%+-], dotted domain, alphabetic TLD of 2+).
   Emails in license headers and author lines are redacted too, as BigCode did: the names stay, the addresses
   go. Not emails: doxygen `@param`/`@file`, `foo@2x.png` and other `@` + file names (a TLD that is a file
@@ -48,20 +82,35 @@ Kinds (`--redact`, REDACT_NAMES) and what each replaces:
 
 Speed. `apply` runs once per C++ file on its whole text in the chunking workers (chunking runs 2-3 MB/s a core),
 so a file with nothing to redact must cost a few whole-text scans. `re` finds a pattern that starts with a literal
-by a fast search (~2 GB/s) but tries an alternation at every position, so every prefilter below starts with a
-literal character, its markers grouped by that character: 7 scans for secrets (`A` on the text for AWS, GCP and
-Azure; on the ASCII-lowercased text `g` GitHub/GitLab/SendGrid, `xox`, `k` key-names and token-names assigned a
-quoted literal/Stripe/OpenAI, `p` password/pwd names/PyPI/private keys/PuTTY, `c` secret/contraseña names, `.`
-JWTs/Slack webhooks), 1 for emails (`@` + domain) and 2 for IPs (`.d.d.`, `:h:`/`hhhh::`). Only the lines these
-hit, cut to 2,048 characters either side of the hit, are handed to the detectors. Measured on one core over
-/usr/include/c++/12/bits (4.3 MB, 152 headers, no secret), throughput of secrets redaction:
+by a fast search (~3 GB/s) but tries an alternation at every position, so every prefilter below starts with a
+literal character, its markers grouped by that character, and each alternative in a group starts with a literal
+(a rare one after the group's character, so that each occurrence of that character costs a comparison or two); a
+marker may start inside its token, a lookbehind checking what precedes (`k` for "sk-proj-", `p` for "npm_"). 9 scans
+for secrets: `A` on the text (AWS, GCP, Azure, and the other formats that fix an upper-case A: Tencent, Alibaba,
+Atlassian, age, Square EAAA, Postman, New Relic, Heroku, Telegram's `:AA`), and on the ASCII-lowercased text `g`
+(GitHub, GitLab, SendGrid, Grafana, Groq), `-` (Slack, PyPI, Mailchimp, Perplexity, Pulumi, Square, Google OAuth),
+`k` (key and token names assigned or #defined a quoted literal, private keys, Stripe, OpenAI, Anthropic, Mailgun,
+age, Docker Hub, Twilio, Heroku, Slack webhooks), `p` (password and pwd names, npm, Databricks, Linear, Doppler,
+DigitalOcean dop_v1_, Netlify, CircleCI, Sentry sntrys_, Hugging Face api_org_), `c` (secret and contraseña names,
+Notion secret_), `.` (JWTs, Terraform), `h` (Hugging Face hf_, Shopify, Vault) and `://` (URIs with a password);
+1 for emails (`@` + domain) and 2 for IPs (`.d.d.`, `:h:`/`hhhh::`). Only the lines these hit, cut to 2,048
+characters either side of the hit (widened to the ends of a token the cut would split), are handed to the
+detectors, and a format's rule runs on a hit line only when the lowercased line holds its literal (its "needles").
+A few formats hold no character the groups lead with at a fixed place, and a scan more for each would cost ~7% of
+the secrets' throughput: DigitalOcean doo_v1_/dor_v1_, Discord, RubyGems, NuGet, Sentry sntryu_, Notion ntn_,
+Replicate, Azure AD client secrets and Fly.io. These are found on the lines another marker hits (a key, token or
+secret name beside them: `kReplicateToken = "r8_..."`), not alone.
+Measured on one core over /usr/include/c++/12/bits (4.3 MB, 152 headers, no secret), throughput of secrets
+redaction:
+    (the first three measured with the first rule set)
     detect-secrets `SecretsCollection.scan_file` (its default plugins and filters)        0.2 MB/s
     detect-secrets' plugin expressions (ours) on every line, no prefilter                 1.5 MB/s
     our rules, each run over the whole text, no prefilter                                  1.7 MB/s
       (the token rules alone 24 MB/s; KeywordDetector's expressions are the slow ones)
-    this module: the prefilter, then the plugin expressions on the lines it hits         250 MB/s
-All three kinds: ~160 MB/s (emails ~1,600, IPs ~750); with a file in ten holding 7 planted secrets, ~107 MB/s.
-A file dense with hits costs ~1 MB/s (~20 us a hit), and none costs worse than linear time in its length.
+    this module: the prefilter, then the plugin expressions on the lines it hits         205 MB/s
+      (250 MB/s with the 7 scans of the first rule set, before the formats from gitleaks' list, URIs, #define)
+All three kinds: ~140 MB/s (emails ~1,600, IPs ~750); with a file in ten holding 7 planted secrets, ~100 MB/s.
+A file dense with hits costs ~2 MB/s (~45 us a hit line), and none costs worse than linear time in its length.
 
 Redactor holds only its kinds: the detectors (detect-secrets' plugin objects and expressions) are built on first
 use in each process, so the object pickles to the workers whatever detect-secrets holds. Nothing here logs or
@@ -105,21 +154,57 @@ class Redaction(NamedTuple):
 # --- prefilter: literal-led expressions, each one fast whole-text scan ------------------------------------------------
 
 # Every secret the detectors below find holds one of these markers, and most C++ files hold none. `re` finds a
-# pattern that starts with a literal with a fast search (~2 GB/s) but tries an alternation of literals at every
+# pattern that starts with a literal with a fast search (~3 GB/s) but tries an alternation of literals at every
 # position (~130 MB/s for these markers as one alternation, ~160 MB/s per case-insensitive stem), so the markers
-# are grouped by their first character, one scan each, on the ASCII-lowercased text where case does not matter.
-_ASSIGNED = r"\w*(?:\[\d*\])?[\]'\"]{0,2}\s*(?:={1,3}|!==?|:=?|,|\(|\.assign\()\s*@?[\"'`]"  # name = "...
-_MARKER = re.compile(r"A(?:KIA|SIA|BIA|CCA|3T|Iza|ccountKey=)")  # AWS key ids, GCP API keys, Azure storage keys
+# are grouped by their first character, one scan each, on the ASCII-lowercased text where case does not matter. A
+# marker may start inside its token (k for "sk-proj-", p for "npm_") with a lookbehind checking what precedes; each
+# alternative starts with a literal, a rare one after the group's character where it can (an alternative whose first
+# character often follows, as "e" follows "g", costs ~0.2 ms more on bits/ than one that fails at once), so that an
+# occurrence of the group's character costs a comparison or two. A new group costs ~1.3 ms there (~7%).
+
+
+def _assigned(tail: str) -> str:
+    """`name = "...` (or `#define NAME "...`) after a secret-like stem: the rest of the name, matched once (the
+    lookahead and backreference to group `tail` make an atomic group, so a long identifier is not backtracked
+    through), an assignment, a comparison, a call or a JSON colon, and the opening quote."""
+    return (rf"(?=(?P<{tail}>\w*))(?P={tail})(?:\[\d*\])?[\]'\"]{{0,2}}\s*"
+            r"(?:={1,3}|!==?|:=?|,|\(|\.assign\(|(?<=[ \t]))\s*@?(?:u8|[ul])?[\"'`]")
+
+
+# On the text itself, tokens whose format fixes an upper-case A: AWS key ids, GCP API keys, Azure storage keys,
+# Tencent (AKID), Artifactory (AKCp), Atlassian (ATATT3), age (AGE-SECRET-KEY-1), Alibaba (LTAI), Square (EAAA),
+# Postman (PMAK-), New Relic (NRAK-), Heroku (HRKU-AA), Telegram bot tokens (<bot id>:AA...).
+_MARKER = re.compile(
+    r"A(?:K(?:I[AD]|Cp|-(?<=PMAK-|NRAK-))|SIA|BIA|CCA|3T|Iza|ccountKey=|TATT3|GE-SECRET-KEY-1|I(?<=LTAI)"
+    r"|A(?:A(?<=EAAA)|(?<=HRKU-AA)|(?<=[0-9]:AA)))")
 _LOWER_MARKERS = tuple(re.compile(p) for p in (
-    # GitHub, GitLab (and its runner tokens), SendGrid (SG.<22>.)
-    r"g(?:h[pousr]_|ithub_pat_|l(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent)-|r1348941|\.[a-z0-9_-]{22}\.)",
-    r"xox[abposr]-",  # Slack tokens
-    # api_key/auth_key/... = "...", token = "...", Stripe (sk_live_/rk_live_), OpenAI (sk-...T3BlbkFJ...)
-    r"k(?:ey" + _ASSIGNED + r"|en" + _ASSIGNED + r"|_live_|-[a-z0-9_-]{0,200}t3blbkfj)",
-    # password/passwd/db_pass/pwd = "...", PyPI, private keys (PEM, OpenSSH, PGP, SSH2), PuTTY key files
-    r"p(?:ass" + _ASSIGNED + r"|wd" + _ASSIGNED + r"|ypi-age|rivate key|utty-user-key-file)",
-    r"c(?:ret" + _ASSIGNED + r"|ontrase" + _ASSIGNED + r")",  # secret = "...", contraseña = "..."
-    r"\.(?:eyj|slack\.com/services)",  # JWTs (the payload after the header's dot), Slack webhooks
+    # GitHub, GitLab, SendGrid (SG.<22>.), Grafana (glc_, glsa_), Groq (gsk_)
+    r"g(?:h[pousr]_|ithub_pat_|l(?:pat-|dt-|ft-|soat-|rt-|cbt-|imt-|ptt-|agent-|oas-|c_|sa_)|sk_|r1348941"
+    r"|\.[a-z0-9_-]{22}\.)",
+    # Mailchimp (<32 hex>-us<n>), PyPI (pypi-AgEIcHlwaS5vcmc..., test.pypi's pypi-AgENdGVzdC5weXBpLm9yZw...), Slack
+    # (xox?- tokens, xapp- app tokens), Perplexity (pplx-), Pulumi (pul-), Square (sq0atp-, sq0csp-), Google OAuth
+    # client secrets (GOCSPX-)
+    r"-(?:us\d|age(?:ichlwas5vcmc|ndgvzdc5wexbplm9yzw)"
+    r"|[0-9a-z_-](?:(?<=pplx-.|xapp-.|xox[abposre]-.)|(?<=pul-.)|(?<=sq0atp-.|sq0csp-.|gocspx-.)))",
+    # key names assigned a quoted literal or #defined to one, Mailgun (key-), age (age-secret-key-1), PuTTY
+    # (putty-user-key-file), PEM/PGP/SSH2 "PRIVATE KEY"; token names; Stripe (sk_/rk_ live, test, prod), OpenAI
+    # (sk-proj-, sk-svcacct-, sk-admin-, sk-...T3BlbkFJ), Anthropic (sk-ant-), Docker Hub (dckr_pat_, dckr_oat_),
+    # Twilio (SK + 32 hex), Heroku, Slack webhooks (hooks.slack.com/services)
+    r"k(?:ey(?:" + _assigned("key") + r"|-(?:[0-9a-f]{32}|1|file)|(?<=private key))|en" + _assigned("token")
+    + r"|_(?:live|test|prod)_|-(?:proj-|svcacct-|admin-|ant-|[a-z0-9_-]{0,200}t3blbkfj)|r_[po]at_"
+    r"|[0-9a-f]{32}(?<=sk[0-9a-f]{32})|u(?<=heroku)|\.com/services)",
+    # password/passwd/db_pass/pwd names, CircleCI (CCIPAT_), npm (npm_), Databricks (dapi), Linear (lin_api_),
+    # Hugging Face organisations (api_org_), Doppler (dp.pt. ...), DigitalOcean (dop_v1_), Netlify (nfp_), Sentry
+    # organisation tokens (sntrys_eyJpYXQiO...)
+    r"p(?:a(?:ss" + _assigned("pass") + r"|t_(?<=ccipat_))|wd" + _assigned("pwd")
+    + r"|m_[a-z0-9]{36}|i(?:[0-9a-f]{32}|_(?:org_|(?<=lin_api_)))"
+    r"|\.(?:pt|st|ct|sa|scim|audit)\.|_(?:v1_|(?<=nfp_))|yxqio)",
+    # secret names (client_secret, ...), Notion (secret_ + 43), contraseña names
+    r"c(?:ret(?:" + _assigned("secret") + r"|_[a-z0-9]{43})|ontrase" + _assigned("contrase") + ")",
+    r"\.(?:eyj|atlasv1\.)",  # JWTs (the payload after the header's dot), Terraform (.atlasv1.)
+    # Hugging Face (hf_ + 34 letters), Shopify (shpat_, shpss_, shpca_, shppa_), Vault (hvs., hvb.)
+    r"h(?:f_[a-z]{34}|p(?:at|ss|ca|pa)_[0-9a-f]{32}|v[sb]\.[a-z0-9_-]{90})",
+    r"://[^\s/?#@\"'<>]{0,256}@",  # URIs with a user (and password): scheme://user:password@host
 ))
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -140,25 +225,36 @@ def _line_of(text: str, at: int) -> tuple[int, int]:
 
 
 _HALF_WINDOW = 2_048  # a hit is looked at within its line, or 2,048 characters each side in a longer line
+_RUN_MAX = 512  # a window cut inside a longer line is widened to the ends of the token run it cuts, up to this
+_RUN_AFTER = re.compile(rf"[^\s\"'`]{{0,{_RUN_MAX}}}")
+_RUN_STOPS = frozenset(" \t\r\n\f\v\"'`")
 
 
 def _hit_lines(text: str, markers, scanned: str | None = None) -> list[tuple[int, int]]:
     """The spans (start, end) of `text` to hand to the detectors: the lines where any of `markers` matches `scanned`
     (text itself by default; a copy with every character at its index), each cut to _HALF_WINDOW characters either
-    side of the hit (a minified file's one line costs a window per hit, not a scan of the line), merged."""
+    side of the hit (a minified file's one line costs a window per hit, not a scan of the line) and widened to the
+    ends of a run of non-space characters the cut falls in (a second token near the window's edge, whose marker
+    starts no window of its own, reaches the detectors whole), merged."""
     spans = []
     size = len(text)
+    scanned = text if scanned is None else scanned
     for marker in markers:
-        last_end = -1
-        for m in marker.finditer(text if scanned is None else scanned):
+        m = marker.search(scanned)  # most files: no hit, and one search costs less than starting a finditer
+        while m is not None:
             at = m.start()
-            if at < last_end:
-                continue
             low, high = max(0, at - _HALF_WINDOW), min(size, at + _HALF_WINDOW)
             start = text.rfind("\n", low, at)
             end = text.find("\n", at, high)
-            spans.append((start + 1 if start >= 0 else low, end if end >= 0 else high))
-            last_end = spans[-1][1]
+            if start >= 0:
+                low = start + 1
+            else:  # a token straddling the cut would reach the detectors in part, so none is cut
+                floor = max(0, low - _RUN_MAX)
+                while low > floor and text[low - 1] not in _RUN_STOPS:
+                    low -= 1
+            high = end if end >= 0 else _RUN_AFTER.match(text, high).end()
+            spans.append((low, high))
+            m = marker.search(scanned, max(high, m.end()))
     return _merged(spans)
 
 
@@ -175,6 +271,23 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def _nearby(text: str, start: int, end: int, lines: int = 2) -> tuple[int, int]:
+    """The span from `lines` lines above text[start:end]'s line to `lines` lines below it (each side cut at
+    _HALF_WINDOW characters)."""
+    low = text.rfind("\n", 0, start) + 1
+    for _ in range(lines):
+        if low == 0:
+            break
+        low = text.rfind("\n", 0, low - 1) + 1
+    high = text.find("\n", end)
+    for _ in range(lines):
+        if high < 0:
+            break
+        high = text.find("\n", high + 1)
+    high = len(text) if high < 0 else high
+    return max(low, start - _HALF_WINDOW), min(high, end + _HALF_WINDOW)
+
+
 # --- secrets ----------------------------------------------------------------------------------------------------------
 
 _PEM_HEADER = re.compile(r"-{4,5} ?BEGIN ((?:[A-Z0-9]+ )*?)PRIVATE KEY( BLOCK)? ?-{4,5}")
@@ -186,21 +299,131 @@ _PUTTY_END = re.compile(r"Private-MAC: ?[0-9a-fA-F]+")
 _GCP_KEY = re.compile(r"AIza[0-9A-Za-z_\-]{35}")
 _GITHUB_PAT = re.compile(r"github_pat_[0-9A-Za-z_]{22,255}")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
 _PASSWORD_STEMS = ("pass", "pwd", "contrase")
 _NAME_LIKE = re.compile(r"[a-z_.\-]*(?:pass|pwd|secret|token|key|contrase)[a-z_.\-ñ]*")
 _TEMPLATED = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[sdixXfgcpu]|\{\d*\}|\$\{|\$\(")
-# Names that hold keys but are not in detect-secrets' denylist (its expressions' shape, quotes required).
-_EXTRA_KEY_NAMES = re.compile(
-    r"(token|access_?key|signing_?key|encryption_?key|master_?key|app_?key)\w*[\]'\"]{0,2}\s*(?:={1,3}|:|\()\s*@?"
-    r"([\"'`])([^\n'\"`]+)\2",
-    re.IGNORECASE,
+# Names that hold keys but are not in detect-secrets' denylist; _KEY_ASSIGNED, its expressions' shape (quotes
+# required) for these and its own key names, takes a value starting with any character (its SECRET, a word character).
+_EXTRA_KEY_NAMES = r"token|access_?key|signing_?key|encryption_?key|master_?key|app_?key"
+_KEY_ASSIGNED = r"({})\w*[\]'\"]{{0,2}}\s*(?:={{1,3}}|:|\()\s*@?([\"'`])([^\n'\"`]+)\2"  # .format(names)
+# `#define NAME "value"` (the macro's name is checked against the secret-like names apart: the name must end with
+# one, so API_KEY_HEADER "X-Api-Key" and PASSWD_CHARSET "0123456789abcdef" are not secrets).
+_DEFINED = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(?:u8|[uUL])?\"((?:[^\"\\\n]|\\.)+)\"", re.MULTILINE)
+# A key's value under a key's name: 12+ characters of base64/base64url/hex and dotted-token alphabets, holding
+# letters and digits or both cases, and none of: a version, a placeholder word, a run of words (an identifier).
+_KEY_ALPHABET = re.compile(r"[A-Za-z0-9+/=_\-.~]{12,1024}")
+_VERSION = re.compile(r"[vV]?\d+(?:[._-]\d+)+(?:[-+._]?[A-Za-z]+[A-Za-z0-9]*(?:[._-]?\d+)*)*")
+_PLACEHOLDER = re.compile(r"your|example|sample|dummy|placeholder|change_?me|redacted|xxxx|insert|replace",
+                          re.IGNORECASE)
+_WORD_PIECE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_INNER_DIGITS = re.compile(r"(?<=[A-Za-z])[0-9]+(?=[A-Za-z])")
+_WORD_SEAM = re.compile(r"[_.\-/+~]|[a-z][A-Z]")  # where two words meet in an identifier, a path or a name
+_VOWELS = frozenset("aeiouyAEIOUY")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _identifier_like(value: str) -> bool:
+    """A run of words: camelCase, snake_case, dotted or dashed pieces averaging 2.8+ characters, 70% of the letters
+    in pieces with a vowel, at most one number between letters and none longer than 4 digits ("kCFBundleVersionKey",
+    "sha256WithRSAEncryption", "RpcGroupManagementToken"). Random keys are not: their pieces are short and
+    consonant-heavy (about 1% of 16-character alphanumeric or base64 keys read as runs of words, 0.2% of 32-character
+    ones), and
+    one of a single case with no separator is no identifier at all."""
+    if len(_INNER_DIGITS.findall(value)) > 1 or not _WORD_SEAM.search(value):
+        return False
+    pieces = _WORD_PIECE.findall(value)
+    if not pieces or sum(map(len, pieces)) < 2.8 * len(pieces):
+        return False
+    letters = [p for p in pieces if not p.isdigit()]
+    if any(len(p) > 4 for p in pieces if p.isdigit()):
+        return False
+    worded = sum(len(p) for p in letters if len(p) > 1 and not _VOWELS.isdisjoint(p))
+    return worded >= 0.7 * sum(map(len, letters))
+
+
+def _aws_secret_shaped(value: str) -> bool:
+    """A 40-character AWS secret access key beside its key id: base64 characters of at least two classes (upper,
+    lower, digit) with a digit, "/" or "+" among them (not a 40-letter identifier), and not a 40-digit hex SHA-1."""
+    classes = any(c.isupper() for c in value) + any(c.islower() for c in value) + any(c.isdigit() for c in value)
+    return classes >= 2 and not set(value) <= _HEX and not value.isalpha()
+
+
+def _token(body: str, flags: int = 0, chars: str = r"A-Za-z0-9_\-") -> re.Pattern:
+    """A token format, `body`, not inside a longer run of token characters (`chars`)."""
+    return re.compile(rf"(?<![{chars}])(?:{body})(?![{chars}])", flags)
+
+
+# Ours: token formats detect-secrets has no plugin for, from each service's documented prefix and length (as
+# gitleaks' default rules and trufflehog's detectors spell them out). (detector, expression, needles): a rule runs
+# on a hit line only when the line, lowercased, holds one of its needles.
+_FORMATS = (
+    ("openai_key", _token(r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"), ("sk-",)),
+    ("anthropic_key", _token(r"sk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{93}AA"), ("sk-ant-",)),
+    ("huggingface_token", _token(r"(?:hf|api_org)_[A-Za-z]{34}"), ("hf_", "api_org_")),
+    ("npm_token", _token(r"npm_[A-Za-z0-9]{36}"), ("npm_",)),
+    ("google_oauth_secret", _token(r"GOCSPX-[A-Za-z0-9_-]{28}"), ("gocspx-",)),
+    ("digitalocean_token", _token(r"do[opr]_v1_[a-f0-9]{64}"), ("_v1_",)),
+    ("heroku_key", _token(r"HRKU-AA[A-Za-z0-9_-]{58}"), ("hrku-aa",)),
+    ("shopify_token", _token(r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"), ("shp",)),
+    ("mailgun_key", _token(r"key-[0-9a-f]{32}"), ("key-",)),
+    ("slack_token", _token(r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+|xoxe\.xox[bp]-\d-[A-Z0-9]{163,166}|xoxe-\d-[A-Z0-9]{146}",
+                           re.IGNORECASE), ("xapp-", "xoxe")),
+    ("stripe_key", _token(r"[rs]k_(?:test|prod)_[A-Za-z0-9]{10,99}"), ("k_test_", "k_prod_")),
+    ("square_token", re.compile(r"(?<![A-Za-z0-9_+/=-])(?:EAAA|sq0atp-)[A-Za-z0-9_-]{22,60}(?=[\s\"'`;,)\\]|$)"),
+     ("eaaa", "sq0atp-")),
+    ("rubygems_token", _token(r"rubygems_[a-f0-9]{48}"), ("rubygems_",)),
+    ("nuget_key", _token(r"oy2[a-z0-9]{43}"), ("oy2",)),
+    ("dockerhub_token", _token(r"dckr_pat_[A-Za-z0-9_-]{27}|dckr_oat_[A-Za-z0-9_-]{32}"), ("dckr_",)),
+    ("atlassian_token", _token(r"ATATT3[A-Za-z0-9_=-]{186}", chars=r"A-Za-z0-9_=\-"), ("atatt3",)),
+    ("databricks_token", _token(r"dapi[a-f0-9]{32}(?:-\d)?"), ("dapi",)),
+    ("doppler_token", _token(r"dp\.(?:ct|pt|st(?:\.[a-z0-9_-]{2,35})?|sa|scim|audit)\.[A-Za-z0-9]{40,44}"),
+     ("dp.",)),
+    ("postman_key", _token(r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"), ("pmak-",)),
+    ("grafana_token", _token(r"glc_[A-Za-z0-9+/]{32,400}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+                             chars=r"A-Za-z0-9_+/=\-"), ("glc_", "glsa_")),
+    ("new_relic_key", _token(r"NRAK-[A-Za-z0-9]{27}"), ("nrak-",)),
+    ("sentry_token", _token(r"sntryu_[a-f0-9]{64}|sntrys_eyJpYXQiO[A-Za-z0-9+/]{20,400}={0,2}_[A-Za-z0-9+/]{43}",
+                            chars=r"A-Za-z0-9_+/=\-"), ("sntry",)),
+    ("linear_key", _token(r"lin_api_[A-Za-z0-9]{40}"), ("lin_api_",)),
+    ("notion_token", _token(r"ntn_\d{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43}"), ("ntn_", "secret_")),
+    ("groq_key", _token(r"gsk_[A-Za-z0-9]{52}"), ("gsk_",)),
+    ("replicate_token", _token(r"r8_[A-Za-z0-9_-]{37}"), ("r8_",)),
+    ("perplexity_key", _token(r"pplx-[A-Za-z0-9]{48}"), ("pplx-",)),
+    ("azure_ad_secret", _token(r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", chars=r"A-Za-z0-9_~.\-"), ("q~",)),
+    ("alibaba_key", _token(r"LTAI[A-Za-z0-9]{12,20}"), ("ltai",)),
+    ("tencent_key", _token(r"AKID[A-Za-z0-9]{32}"), ("akid",)),
+    ("age_key", _token(r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"), ("age-secret-key-1",)),
+    ("circleci_token", _token(r"CCIPAT_[A-Za-z0-9]{22}_[a-fA-F0-9]{40}"), ("ccipat_",)),
+    ("vault_token", _token(r"hvs\.[A-Za-z0-9_-]{90,120}|hvb\.[A-Za-z0-9_-]{138,300}"), ("hvs.", "hvb.")),
+    ("pulumi_token", _token(r"pul-[a-f0-9]{40}"), ("pul-",)),
+    ("terraform_token", _token(r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}", chars=r"A-Za-z0-9_=\-"),
+     (".atlasv1.",)),
+    ("flyio_token", _token(r"fo1_[A-Za-z0-9_-]{43}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{100,}={0,3}", chars=r"A-Za-z0-9_+/=\-"),
+     ("fo1_", "fm1", "fm2_")),
+    ("netlify_token", _token(r"nfp_[A-Za-z0-9_]{36}"), ("nfp_",)),
+    ("artifactory_key", _token(r"AKCp[A-Za-z0-9]{69}"), ("akcp",)),
 )
+# A password in a URI's user information, scheme://user:password@host: detect-secrets' BasicAuthDetector expression
+# widened to an empty user (redis://:password@host) and RFC 3986's sub-delimiters (!$&()*+,;=) in the password.
+_URI_PASSWORD = re.compile(r"://[^\s:/?#\[\]@\"'`<>{}\\]*:([^\s/?#\[\]@\"'`<>{}\\]+)@(?=[A-Za-z0-9\[])")
+_URI_TEMPLATED = re.compile(r"%(?![0-9A-Fa-f]{2})[-+ #0]*\d*(?:\.\d+)?[sdixXfgcpu]|\$\(")  # %s, not %40 (an escape)
+_URI_USERINFO = re.compile(r"://[^\s:/?#\[\]@\"'`<>{}\\]*:[^\s/?#\[\]@\"'`<>{}\\]*\Z")  # what precedes the @ of one
+# Heroku's classic API keys are UUIDs: one only under a name holding "heroku" (gitleaks' heroku-api-key).
+_HEROKU_KEY = re.compile(r"heroku\w*[\]'\"]{0,2}\s*(?:={1,3}|:=?|,|\()\s*@?([\"'`])"
+                         r"([0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12})\1", re.IGNORECASE)
+# An AWS secret access key as an argument or value beside its key id (detect-secrets' get_secret_access_keys shape:
+# after =, a comma or a parenthesis, quotes optional), looked for within 2 lines of the key id.
+_AWS_SECRET_NEAR = re.compile(r"(?:[=,(:]|^)[ \t]*([\"']?)([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])\1", re.MULTILINE)
 
 
 class _Rule(NamedTuple):
     detector: str
     regex: re.Pattern
     group: int = 0  # the group holding the secret (0: the whole match)
+    needles: tuple[str, ...] = ()  # run only on a hit line whose lowercased text holds one of these (none: always)
+    kind: str = "key"
+    context: str = ""  # and only when this (lowercased) is within 2 lines of the match
 
 
 class _Detectors:
@@ -215,65 +438,109 @@ class _Detectors:
         from detect_secrets.plugins import keyword as kw
         from detect_secrets.plugins.aws import AWSKeyDetector
         from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+        from detect_secrets.plugins.discord import DiscordBotTokenDetector
         from detect_secrets.plugins.github_token import GitHubTokenDetector
         from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-        from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
         from detect_secrets.plugins.jwt import JwtTokenDetector
+        from detect_secrets.plugins.mailchimp import MailchimpDetector
         from detect_secrets.plugins.openai import OpenAIDetector
         from detect_secrets.plugins.pypi_token import PypiTokenDetector
         from detect_secrets.plugins.sendgrid import SendGridDetector
         from detect_secrets.plugins.slack import SlackDetector
+        from detect_secrets.plugins.square_oauth import SquareOAuthDetector
         from detect_secrets.plugins.stripe import StripeDetector
+        from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+        from detect_secrets.plugins.twilio import TwilioKeyDetector
 
         if warnings.showwarning is not showwarning:  # detect_secrets.core.log calls logging.captureWarnings(True)
             logging.captureWarnings(False)
 
+        def bounded(rx: re.Pattern, before: str, after: str = "") -> re.Pattern:
+            """A plugin's expression, not inside a longer run of its characters (`before`, `after`)."""
+            return re.compile(rf"(?<![{before}])(?:{rx.pattern})" + (rf"(?![{after}])" if after else ""), rx.flags)
+
         aws_id, aws_secret = AWSKeyDetector.denylist
+        twilio_sk = next(rx for rx in TwilioKeyDetector.denylist if rx.pattern.startswith("SK"))
         # Spans come from the plugins' expressions directly: RegexBasedDetector.analyze_string yields a regex's
         # groups when it has any, so GitHub's and GitLab's (which group the prefix only) would yield "ghp".
         self.token_rules = (
             _Rule("aws_key", aws_id),
-            _Rule("aws_secret_key", aws_secret, 1),
-            *(_Rule("azure_storage_key", rx) for rx in AzureStorageKeyDetector.denylist),
-            _Rule("gcp_api_key", _GCP_KEY),
-            *(_Rule("github_token", rx) for rx in GitHubTokenDetector.denylist),
-            _Rule("github_token", _GITHUB_PAT),
-            *(_Rule("gitlab_token", rx) for rx in GitLabTokenDetector.denylist),
-            *(_Rule("slack_token", rx) for rx in SlackDetector.denylist),
-            *(_Rule("stripe_key", rx) for rx in StripeDetector.denylist),
-            *(_Rule("openai_key", rx) for rx in OpenAIDetector.denylist),
-            *(_Rule("pypi_token", rx) for rx in PypiTokenDetector.denylist),
-            *(_Rule("sendgrid_key", rx) for rx in SendGridDetector.denylist),
-            *(_Rule("jwt", rx) for rx in JwtTokenDetector.denylist),
+            _Rule("aws_secret_key", aws_secret, 1, ("aws",)),
+            *(_Rule("azure_storage_key", rx, 0, ("accountkey=",)) for rx in AzureStorageKeyDetector.denylist),
+            _Rule("gcp_api_key", _GCP_KEY, 0, ("aiza",)),
+            *(_Rule("github_token", rx, 0, ("gh",)) for rx in GitHubTokenDetector.denylist),
+            _Rule("github_token", _GITHUB_PAT, 0, ("github_pat_",)),
+            *(_Rule("gitlab_token", rx, 0, ("gl", "gr1348941")) for rx in GitLabTokenDetector.denylist),
+            *(_Rule("slack_token", rx, 0, ("xox", "hooks.slack.com")) for rx in SlackDetector.denylist),
+            *(_Rule("stripe_key", rx, 0, ("k_live_",)) for rx in StripeDetector.denylist),
+            *(_Rule("openai_key", rx, 0, ("t3blbkfj",)) for rx in OpenAIDetector.denylist),
+            *(_Rule("pypi_token", rx, 0, ("pypi-",)) for rx in PypiTokenDetector.denylist),
+            *(_Rule("sendgrid_key", rx, 0, ("sg.",)) for rx in SendGridDetector.denylist),
+            *(_Rule("jwt", rx, 0, ("eyj",)) for rx in JwtTokenDetector.denylist),
+            *(_Rule("discord_token", bounded(rx, r"A-Za-z0-9_\-"), 0, (".",))
+              for rx in DiscordBotTokenDetector.denylist),
+            *(_Rule("telegram_token", bounded(rx, r"0-9", r"A-Za-z0-9_\-"), 0, (":",))
+              for rx in TelegramBotTokenDetector.denylist),
+            *(_Rule("mailchimp_key", bounded(rx, r"A-Za-z0-9", r"0-9"), 0, ("-us",))
+              for rx in MailchimpDetector.denylist),
+            *(_Rule("square_token", rx, 0, ("sq0csp-",)) for rx in SquareOAuthDetector.denylist),
+            _Rule("twilio_key", bounded(twilio_sk, r"A-Za-z0-9", r"A-Za-z0-9"), 0, ("sk",), "key", "twilio"),
+            *(_Rule(detector, rx, 0, needles) for detector, rx, needles in _FORMATS),
+            _Rule("heroku_key", _HEROKU_KEY, 2, ("heroku",)),
+            _Rule("uri_password", _URI_PASSWORD, 1, ("://",), "password"),
         )
+        self.needles = tuple(sorted({needle for rule in self.token_rules for needle in rule.needles}))
+        self.rules_for_needles: dict[frozenset, tuple[_Rule, ...]] = {}
+        self.aws_secret_near = _AWS_SECRET_NEAR
         self.jwt_valid = JwtTokenDetector.is_formally_valid
         # KeywordDetector's expressions for C and C++ (its REGEX_BY_FILETYPE), plus the quoted JSON colon form;
         # group 1 is the denylisted stem, `group` the value. Iterated with finditer (analyze_string stops at a
-        # line's first match per expression and gives no position).
+        # line's first match per expression and gives no position). Then ours: more key names, #define.
         self.keyword_rules = (
             _Rule("keyword", kw.FOLLOWED_BY_EQUAL_SIGNS_QUOTES_REQUIRED_REGEX, 5),
             _Rule("keyword", kw.FOLLOWED_BY_OPTIONAL_ASSIGN_QUOTES_REQUIRED_REGEX, 4),
             _Rule("keyword", kw.FOLLOWED_BY_EQUAL_SIGNS_OPTIONAL_BRACKETS_OPTIONAL_AT_SIGN_QUOTES_REQUIRED_REGEX, 6),
             _Rule("keyword", kw.FOLLOWED_BY_COLON_QUOTES_REQUIRED_REGEX, 5),
-            _Rule("keyword", _EXTRA_KEY_NAMES, 3),
+            # ours: more key names, and values the plugin's expression skips (a base64 key starting with + or /)
+            _Rule("keyword", re.compile(_KEY_ASSIGNED.format("|".join(
+                [name for name in kw.DENYLIST if not name.startswith(("db_?pass", "database_?pass", "key_?pass",
+                                                                      "pass", "pwd", "contra"))]
+                + [_EXTRA_KEY_NAMES])), re.IGNORECASE), 3),
+            _Rule("define", _DEFINED, 2, ("define",)),
         )
-        self.base64 = Base64HighEntropyString()  # limit 4.5, detect-secrets' default
-        self.hex = HexHighEntropyString()  # limit 3.0
-        self.base64_chars = frozenset(self.base64.charset)
-        self.hex_chars = frozenset(self.hex.charset)
+        # a macro's name ending with a secret-like name (and maybe a number): API_KEY, DB_PASSWORD_2, GITHUB_TOKEN
+        self.defined_name = re.compile(f"(?:{'|'.join(kw.DENYLIST)}|{_EXTRA_KEY_NAMES})(?:_?[vV]?\\d+)?\\Z",
+                                       re.IGNORECASE)
         self.is_sequential = is_sequential_string
         self.is_uuid = is_potential_uuid
         self.is_templated = is_templated_secret
 
-    def high_entropy(self, value: str) -> bool:
-        if len(value) < 16 or self.is_sequential(value) or self.is_uuid(value):
+    def token_rules_for(self, window: str) -> tuple[_Rule, ...]:
+        """The token rules to run on a hit line (lowercased): those whose needles it holds, and those with none."""
+        present = frozenset(needle for needle in self.needles if needle in window)
+        rules = self.rules_for_needles.get(present)
+        if rules is None:
+            if len(self.rules_for_needles) > 4_096:
+                self.rules_for_needles.clear()
+            rules = self.rules_for_needles[present] = tuple(
+                rule for rule in self.token_rules if not rule.needles or not present.isdisjoint(rule.needles))
+        return rules
+
+    def key_shaped(self, value: str) -> bool:
+        """A key's value under a key's name (see _KEY_ALPHABET): the name and the value's shape decide, not the
+        value's entropy alone (detect-secrets' limit of 4.5 passes no random 16-20 character key)."""
+        if not _KEY_ALPHABET.fullmatch(value) or len(set(value)) < 6:
             return False
-        chars = set(value)
-        if chars <= self.hex_chars:
-            return self.hex.calculate_shannon_entropy(value) > self.hex.entropy_limit
-        if chars <= self.base64_chars:
-            return self.base64.calculate_shannon_entropy(value) > self.base64.entropy_limit
-        return False
+        digit = any(c.isdigit() for c in value)
+        upper = any(c.isupper() for c in value)
+        lower = any(c.islower() for c in value)
+        if not ((digit and (upper or lower)) or (upper and lower)):
+            return False
+        if value.startswith(("./", "../", "~/")) or _VERSION.fullmatch(value) or _PLACEHOLDER.search(value):
+            return False
+        if self.is_sequential(value) or self.is_uuid(value):
+            return False
+        return set(value) <= _HEX or not _identifier_like(value)
 
     def plausible_password(self, value: str, quote: str) -> bool:
         if not value or any(ch.isspace() for ch in value) or not any(ch.isalnum() for ch in value):
@@ -307,7 +574,8 @@ def _literal_end(text: str, start: int, end: int, limit: int) -> int:
 
 
 def _secret_spans(text: str) -> list[Redaction]:
-    lines = _merged(_hit_lines(text, (_MARKER,)) + _hit_lines(text, _LOWER_MARKERS, _ascii_lower(text)))
+    lowered = _ascii_lower(text)
+    lines = _merged(_hit_lines(text, (_MARKER,)) + _hit_lines(text, _LOWER_MARKERS, lowered))
     if not lines:
         return []
     found: list[Redaction] = []
@@ -315,28 +583,54 @@ def _secret_spans(text: str) -> list[Redaction]:
         found.extend(_private_key_spans(text))
     det = _detectors()
     for ls, le in lines:
-        for rule in det.token_rules:
+        window = lowered[ls:le]
+        for rule in det.token_rules_for(window):
             for m in rule.regex.finditer(text, ls, le):
                 start, end = m.span(rule.group)
+                if rule.context and rule.context not in lowered[slice(*_nearby(text, start, end))]:
+                    continue
                 if rule.detector == "azure_storage_key" and text.startswith("AccountKey=", start):
                     start += len("AccountKey=")
                 elif rule.detector == "jwt":
                     if not det.jwt_valid(m.group()):
                         continue
                     end = _JWT_TAIL.match(text, end, le).end()
-                found.append(Redaction(start, end, "key", rule.detector))
+                elif rule.detector == "discord_token":  # newer tokens' third part is 38 characters, not 27
+                    end = _TOKEN_TAIL.match(text, end, le).end()
+                elif rule.detector == "uri_password":
+                    if not any(ch.isalnum() for ch in m.group(1)) or _URI_TEMPLATED.search(m.group(1)):
+                        continue
+                elif rule.detector == "aws_key":
+                    found.extend(_aws_secrets_near(text, start, end, det))
+                found.append(Redaction(start, end, rule.kind, rule.detector))
         for rule in det.keyword_rules:
+            if rule.needles and not any(n in window for n in rule.needles):
+                continue
             for m in rule.regex.finditer(text, ls, le):
                 start, end = m.span(rule.group)
                 end = _literal_end(text, start, end, le)
                 value = text[start:end]
-                stem = m.group(1).lower()
+                if rule.detector == "define":
+                    name = det.defined_name.search(m.group(1))
+                    if name is None:
+                        continue
+                    stem = name.group().lower()
+                else:
+                    stem = m.group(1).lower()
                 if stem.startswith(_PASSWORD_STEMS) or "pass" in stem:
                     if det.plausible_password(value, text[start - 1]):
                         found.append(Redaction(start, end, "password", "password"))
-                elif det.high_entropy(value):
+                elif det.key_shaped(value):
                     found.append(Redaction(start, end, "key", "keyword_key"))
     return found
+
+
+def _aws_secrets_near(text: str, start: int, end: int, det: _Detectors) -> list[Redaction]:
+    """The AWS secret access keys within 2 lines of the key id at text[start:end] (the second argument of
+    Aws::Auth::AWSCredentials, the next field of a struct or config line)."""
+    low, high = _nearby(text, start, end)
+    return [Redaction(m.start(2), m.end(2), "key", "aws_secret_key")
+            for m in det.aws_secret_near.finditer(text, low, high) if _aws_secret_shaped(m.group(2))]
 
 
 def _private_key_spans(text: str) -> list[Redaction]:
@@ -399,6 +693,8 @@ def _email_spans(text: str) -> list[Redaction]:
             start += 1
         if start == at or m.group(1).lower() in _FILE_EXTENSIONS or text[start:at] == "git":
             continue
+        if text[start - 1] == ":" and _URI_USERINFO.search(text, max(0, at - 512), at):
+            continue  # scheme://user:password@host: a password (secrets), not a mailbox
         found.append(Redaction(start, m.end(), "email", "email"))
     return found
 

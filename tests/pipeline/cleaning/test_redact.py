@@ -336,8 +336,8 @@ def test_libstdcxx_bits_loses_only_the_author_emails_of_its_comments():
 
 @needs_libstdcxx
 def test_redaction_keeps_pace_with_chunking():
-    """The chunker reads 2-3 MB/s a core; redaction must cost under 5% of that (> 60 MB/s). Measured ~170 MB/s on
-    bits/ with all three kinds (secrets alone ~260, emails ~1,600, IPs ~750); the floor here leaves room for a
+    """The chunker reads 2-3 MB/s a core; redaction must cost under 5% of that (> 60 MB/s). Measured ~140 MB/s on
+    bits/ with all three kinds (secrets alone ~205, emails ~1,600, IPs ~750); the floor here leaves room for a
     slow, shared CI machine while still failing an alternation regex run at every position (~2-20 MB/s)."""
     texts = [p.read_text() for p in sorted(BITS.iterdir())]
     megabytes = sum(len(t.encode()) for t in texts) / 1e6
