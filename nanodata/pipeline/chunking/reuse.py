@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 # bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
 # every entry then misses and is rebuilt. 2: basic fitting files never parsed (blank lines dropped), blocks split
 # between statements; 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
-# 4: a brace-fallback unit holds one definition at most
-CHUNK_FORMAT = 4
+# 4: a brace-fallback unit holds one definition at most; 5: docs as written (blank lines kept, `lines` recorded),
+# 512-bin signatures, the added secret rules, export-macro classes
+CHUNK_FORMAT = 5
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
 
