@@ -120,6 +120,7 @@ def night(root: Path, projects: list[str] | None, seed: int = 0) -> dict:
 def build(source: str, dest: str, mode: str, partition_mb: float = 10) -> dict:
     """Every step of the DAG in order, as its tasks call them; their seconds, the reuse counts, the corpus digest."""
     from nanodata.jobs import cpp_corpus
+    from nanodata.ranges import SHARD_MB
     from nanodata.report.corpus_report import report_build
 
     params = {**PARAMS, "mode": mode}
@@ -135,11 +136,12 @@ def build(source: str, dest: str, mode: str, partition_mb: float = 10) -> dict:
     planned = timed("plan", cpp_corpus.plan, source, dest, params, partition_mb=partition_mb)
     for ref in planned["parse"]:
         timed("parse", cpp_corpus.parse_batch, ref, **chunk_kw)
-    chunks = [timed("chunk", cpp_corpus.chunk_batch, ref, **chunk_kw) for ref in timed("index", cpp_corpus.index, planned)]
+    for ref in timed("index", cpp_corpus.index, planned):
+        timed("chunk", cpp_corpus.chunk_batch, ref, **chunk_kw)
     for ref in planned["near"]:
         timed("near", cpp_corpus.near_batch, ref)
-    refs = timed("route", cpp_corpus.route, planned["stage"], planned["key"], chunks,
-                 rows_per_file=params["rows_per_file"], val_fraction=params["val_fraction"])
+    refs = timed("route", cpp_corpus.route, planned["stage"], planned["key"], rows_per_file=params["rows_per_file"],
+                 shard_mb=params.get("shard_mb", SHARD_MB.default), val_fraction=params["val_fraction"])
     for ref in refs:
         timed("bucket", cpp_corpus.bucket_batch, ref)
     for ref in cpp_corpus.shard_refs(planned["stage"], planned["key"]):

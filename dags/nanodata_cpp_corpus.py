@@ -81,6 +81,7 @@ from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
     NEAR_THRESHOLD,
     PARTITION_MB,
     ROWS_PER_FILE,
+    SHARD_MB,
     VAL_FRACTION,
 )
 
@@ -91,7 +92,7 @@ PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and
 def _build_params(params) -> dict:
     """The Params that change the output: part of the build key."""
     return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "rows_per_file",
-                                   "val_fraction", "dedup", "near_threshold", "filters", "redact", "decontaminate",
+                                   "shard_mb", "val_fraction", "dedup", "near_threshold", "filters", "redact", "decontaminate",
                                    "licenses")}
 
 
@@ -161,6 +162,10 @@ def _build_params(params) -> dict:
                            description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
                                description="Rows per parquet shard."),
+        "shard_mb": Param(SHARD_MB.default, type="number", **SHARD_MB.param(), title="Shard size cap (MB)",
+                          description="A shard file holds at most this many MB of docs (as JSON text; about 4x less "
+                                      "as parquet). Shards are sized from the docs left after deduplication: as "
+                                      "few as hold them under this cap and 'Docs per shard' each."),
         "val_fraction": Param(VAL_FRACTION.default, type="number", minimum=0, maximum=0.5, title="Validation fraction",
                               description="Fraction of docs written to val_shard.parquet."),
     },
@@ -217,8 +222,8 @@ def nanodata_cpp_corpus():
 
         batches = mapped_results(batches)
         first = batches[0]
-        return cpp_corpus.route(first["stage"], first["key"], batches, rows_per_file=params["rows_per_file"],
-                                val_fraction=params["val_fraction"])
+        return cpp_corpus.route(first["stage"], first["key"], rows_per_file=params["rows_per_file"],
+                                shard_mb=params["shard_mb"], val_fraction=params["val_fraction"])
 
     @task
     def bucket(batch: dict) -> dict:

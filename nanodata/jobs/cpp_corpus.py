@@ -485,12 +485,13 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], DOCS, work)}
 
 
-def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
-    """After chunk and near (unmapped): near-dedup settled (settle), then the shard count fixed (reading nothing but
-    plan.json); the bucket batches to map."""
+def route(stage: str, key: str, *, rows_per_file: int, shard_mb: float, val_fraction: float) -> list[dict]:
+    """After chunk and near (unmapped): near-dedup settled (settle), then the tail's settings recorded (reading
+    nothing but plan.json); the bucket batches to map. The shards are sized after the buckets (shard_refs)."""
     settle(stage, key)
     with _timed(stage, "route"):
-        return tail.route(stage, key, chunked, rows_per_file=rows_per_file, val_fraction=val_fraction)
+        return tail.route(stage, key, rows_per_file=rows_per_file, shard_bytes=int(shard_mb * (1 << 20)),
+                          val_fraction=val_fraction)
 
 
 def bucket_batch(ref: dict) -> dict:
@@ -541,7 +542,7 @@ def publish(dest: str, stage: str, key: str) -> dict:
 
 
 def _val_tokens(stage: str) -> int:
-    last = read_json(join(stage, tail.TAIL))["shards"]
+    last = read_json(join(stage, tail.SHARD_PLAN))["shards"]
     files = (read_json(item_uri(stage, tail.SHARDS, last)) or {}).get("files") or []
     return sum(f["tokens"] or 0 for f in files)
 
@@ -591,7 +592,8 @@ def task_times(stage: str) -> list[dict]:
     """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
     summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
     plan_ = read_json(plan_uri(stage)) or {"partitions": 0}
-    tail_ = read_json(join(stage, tail.TAIL)) or {"buckets": 0, "shards": -1}
+    tail_ = {"buckets": 0, **(read_json(join(stage, tail.TAIL)) or {}),
+             "shards": (read_json(join(stage, tail.SHARD_PLAN)) or {"shards": -1})["shards"]}
     mapped = {"parse": item_uris(stage, UNITS, plan_["partitions"]),
               "chunk": item_uris(stage, DOCS, plan_["partitions"]),
               "near": item_uris(_near(stage), "edges", (plan_.get("near") or {}).get("groups", 0)),

@@ -30,11 +30,13 @@ from nanodata.storage import read_json, write_json
 
 # bump when what the steps stage changes: a build an older version left half done then starts a fresh stage instead
 # of merging files it cannot read (its key, hence finished builds, stay the same). 5: planned digests, reuse keys;
-# 6: unit stores and the index hold plain data (no pickles), each sealed
-STAGE_FORMAT = 6
+# 6: unit stores and the index hold plain data (no pickles), each sealed; 7: docs routed to slots, shards planned
+# after deduplication
+STAGE_FORMAT = 7
 PLAN = "plan.json"
 SUMMARY = "summary.json"  # a reduce's summary, written after its output: its presence means the step finished
-TAIL = "tail.json"        # what route decided: buckets, shards, batches
+TAIL = "tail.json"        # what route decided: buckets, slots, the shards' Params, bucket batches
+SHARD_PLAN = "shard_plan.json"  # the shards, sized after the buckets from the docs that survived deduplication
 STAGED = ".staged"        # a partition's docs as staged lines (see writer.staged_line), not plain JSONL
 UNITS, DOCS, INDEX, NEAR, SCATTER, ROUTED, SHARDS, REUSE, TIMINGS = (
     "units", "docs", "index", "near", "scatter", "routed", "shards", "reuse", "timings")

@@ -7,10 +7,14 @@ No task reads the whole corpus. The exchange is MapReduce's:
   (rank, partition, POS) is the doc's place in the order a one-process run writes docs in.
 - bucket b: reads range b of every partition, keeps the first occurrence of each digest in that order
   (equal texts always meet in one bucket, so this equals a serial scan's dedupe), and routes each kept doc
-  to val (`shuffle.is_val`) or to train shard `shuffle.shard_of` (S shards, S fixed by `route` from counts
-  that do not depend on how the work was cut) into routed/BBBBB.bin, one byte range per shard.
-- shard s: reads range s of every bucket, sorts the docs by `shuffle.shuffle_key` (SortedSpool: keys in
-  memory, texts on disk) and writes its parquet files straight into the build's directory or bucket prefix.
+  to val (`shuffle.is_val`) or to one of VSHARDS fixed *slots* (`shuffle.shard_of`) into routed/BBBBB.bin,
+  one byte range per slot, counting the docs of each.
+- plan (`plan_shards`, unmapped, after every bucket): the shards are sized from the docs that survived
+  deduplication: S train shards, as many as the Params ask for (docs per shard, and the shard size cap), each a
+  run of consecutive slots holding about 1/S of the docs. Slots and counts do not depend on how the work was cut.
+- shard s: reads its slots' ranges of every bucket (one range each: its slots are consecutive), sorts the docs by
+  `shuffle.shuffle_key` (SortedSpool: keys in memory, texts on disk) and writes its parquet files straight into the
+  build's directory or bucket prefix.
 So the files are byte-identical for any partition size, bucket count or worker count.
 
 Each step writes its data, then its summary; a step whose summary exists returns it. A killed task
@@ -34,13 +38,23 @@ from nanodata import storage
 from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, mark_complete
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.jobs.stage import DOCS, ROUTED, SCATTER, SHARDS, TAIL, each_item, item_uri, item_uris, plan_uri
+from nanodata.jobs.stage import (
+    DOCS,
+    ROUTED,
+    SCATTER,
+    SHARD_PLAN,
+    SHARDS,
+    TAIL,
+    each_item,
+    item_uri,
+    item_uris,
+    plan_uri,
+)
 from nanodata.pipeline.chunking.writer import from_staged, staged_gid
 from nanodata.pipeline.dedup.exact import first_occurrences
 from nanodata.pipeline.dedup.near import is_removed
 from nanodata.pipeline.shard_stats import shard_stats
 from nanodata.pipeline.shuffle import (
-    FILE_BYTES,
     ROW_GROUP_BYTES,
     ROW_GROUP_ROWS,
     SortedSpool,
@@ -56,7 +70,9 @@ from nanodata.storage.files import atomic_output
 log = logging.getLogger(__name__)
 
 VAL_NAME = "val_shard.parquet"
-SHARD_TARGET_BYTES = 16 << 20  # of JSON docs per train shard at most: a 200 MB input makes >= 8 shards
+# the slots buckets route train docs into; a shard is a run of consecutive slots, so S is chosen once the docs that
+# survive deduplication are counted, from the Params alone (any S up to VSHARDS; a slot holds 1/VSHARDS of them)
+VSHARDS = 1024
 
 
 MIN_TASK_BYTES = 8 << 20  # a mapped task's fixed cost (a process, a few requests) is paid for this much data at least
@@ -74,12 +90,15 @@ def shard_tasks(shards: int, doc_bytes: int) -> int:
     return max(1, min(shards + 1, MAX_MAPPED_TASKS, math.ceil(doc_bytes / MIN_TASK_BYTES)))
 
 
-def shard_count(docs: int, doc_bytes: int, rows_per_file: int, val_fraction: float) -> int:
-    """S train shards from the docs chunked before dedupe (the same however the work was cut): enough that
-    a shard holds about rows_per_file docs at most and SHARD_TARGET_BYTES of docs, so shard tasks are
-    spread over workers even when rows_per_file alone would make one shard of a 200 MB build."""
-    train = 1 - val_fraction
-    return max(1, math.ceil(docs * train / rows_per_file), math.ceil(doc_bytes * train / SHARD_TARGET_BYTES))
+def shard_bounds(slot_docs: np.ndarray, slot_bytes: np.ndarray, rows_per_file: int, shard_bytes: int) -> list[int]:
+    """The S + 1 slot bounds of the train shards: S = as few as hold at most rows_per_file docs and shard_bytes of
+    docs each on average (at least 1, at most VSHARDS), each shard the consecutive slots up to where the running
+    count of docs passes its share."""
+    docs, size = int(slot_docs.sum()), int(slot_bytes.sum())
+    shards = max(1, min(len(slot_docs), max(math.ceil(docs / rows_per_file), math.ceil(size / shard_bytes))))
+    running = np.cumsum(slot_docs)
+    cuts = np.searchsorted(running, np.arange(1, shards) * docs / shards, side="left") + 1
+    return [0, *np.maximum.accumulate(np.minimum(cuts, len(slot_docs))).tolist(), len(slot_docs)]
 
 
 def shard_file(shard: int, k: int) -> str:
@@ -141,30 +160,50 @@ def scatter(staged: Path, groups: list, buckets: int, out_uri: str, tmp: Path) -
     return {"bucket_offsets": offsets, "doc_bytes": int(sum(lengths))}
 
 
-def route(stage: str, key: str, chunked: list[dict], *, rows_per_file: int, val_fraction: float) -> list[dict]:
-    """Unmapped bookkeeping after chunk: fix S from the chunk tasks' totals (XCom), return the bucket batches."""
+def route(stage: str, key: str, *, rows_per_file: int, shard_bytes: int, val_fraction: float) -> list[dict]:
+    """Unmapped bookkeeping after chunk: the tail's settings and the bucket batches to map."""
     tail = read_json(join(stage, TAIL))
     if tail is None:
         plan_ = read_json(plan_uri(stage))
-        docs, doc_bytes = sum(c["docs"] for c in chunked), sum(c["doc_bytes"] for c in chunked)
-        shards = shard_count(docs, doc_bytes, rows_per_file, val_fraction)
-        tail = {"buckets": plan_["buckets"], "shards": shards, "rows_per_file": rows_per_file,
-                "val_fraction": val_fraction, "partitions": plan_["partitions"],
-                "bucket_batches": batch_bounds(plan_["buckets"], MAX_MAPPED_TASKS),
-                "shard_batches": batch_bounds(shards + 1, shard_tasks(shards, doc_bytes))}  # shard S is val
+        tail = {"buckets": plan_["buckets"], "slots": VSHARDS, "rows_per_file": rows_per_file,
+                "shard_bytes": shard_bytes, "val_fraction": val_fraction, "partitions": plan_["partitions"],
+                "bucket_batches": batch_bounds(plan_["buckets"], MAX_MAPPED_TASKS)}
         write_json(join(stage, TAIL), tail)
-    log.info("build %s: %d buckets, %d train shards + val", key, tail["buckets"], tail["shards"])
+    log.info("build %s: %d buckets", key, tail["buckets"])
     return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["bucket_batches"]))]
 
 
+def plan_shards(stage: str) -> dict:
+    """Unmapped, after every bucket: the train shards sized from the docs that survived deduplication (the buckets'
+    counts per slot), written once: {"shards": S, "bounds": S + 1 slot bounds, "shard_batches"}; shard S is val."""
+    planned = read_json(join(stage, SHARD_PLAN))
+    if planned is None:
+        tail = read_json(join(stage, TAIL))
+        slots = tail["slots"]
+        docs, size = np.zeros(slots + 1, dtype=np.int64), np.zeros(slots + 1, dtype=np.int64)
+        for summary in read_jsons(item_uris(stage, ROUTED, tail["buckets"])):
+            docs += np.asarray(summary["slot_docs"], dtype=np.int64)
+            size += np.diff(np.asarray(summary["shard_offsets"], dtype=np.int64))
+        bounds = shard_bounds(docs[:slots], size[:slots], tail["rows_per_file"], tail["shard_bytes"])
+        shards = len(bounds) - 1
+        planned = {"shards": shards, "bounds": bounds, "docs": int(docs.sum()), "bytes": int(size.sum()),
+                   "shard_batches": batch_bounds(shards + 1, shard_tasks(shards, int(size.sum())))}
+        write_json(join(stage, SHARD_PLAN), planned)
+    return planned
+
+
 def shard_refs(stage: str, key: str) -> list[dict]:
-    tail = read_json(join(stage, TAIL))
-    return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["shard_batches"]))]
+    planned = plan_shards(stage)
+    log.info("build %s: %d train shards + val from %d docs after deduplication", key, planned["shards"],
+             planned["docs"])
+    return [{"key": key, "stage": stage, "batch": b} for b in range(len(planned["shard_batches"]))]
 
 
 def _each(stage: str, kind: str, batch: int, work) -> dict:
     """work(tail, number, tmp) for each bucket or shard of a batch not yet done (stage.each_item); the totals."""
     tail = read_json(join(stage, TAIL))
+    if kind == "shard":
+        tail = {**tail, **read_json(join(stage, SHARD_PLAN))}
     start, stop = tail[f"{kind}_batches"][batch]
     totals = {"docs": 0, "bytes": 0, "seconds": 0.0}
     folder = ROUTED if kind == "bucket" else SHARDS
@@ -181,10 +220,10 @@ def _ranges(stage: str, folder: str, summaries: str, count: int, key: str, suffi
     return [(item_uri(stage, folder, n, suffix), summary[key]) for n, summary in enumerate(read)]
 
 
-def _read_ranges(uris_offsets, index: int):
-    """Yield the records (lines) of range `index` of each (uri, offsets) in order."""
+def _read_ranges(uris_offsets, first: int, last: int | None = None):
+    """Yield the records (lines) of ranges first..last (default: first alone) of each (uri, offsets) in order."""
     for uri, offsets in uris_offsets:
-        start, stop = offsets[index], offsets[index + 1]
+        start, stop = offsets[first], offsets[(first if last is None else last) + 1]
         if stop > start:
             with storage.open_read(uri, start, stop) as f:
                 yield from f
@@ -227,15 +266,16 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> 
         place = np.frombuffer(order, dtype=np.int64).reshape(n, 3)
         kept = left[first_occurrences(np.frombuffer(hi, dtype=np.uint64)[left], np.frombuffer(lo, dtype=np.uint64)[left],
                                       place[left])]
-        shards = tail["shards"]
+        slots = tail["slots"]
         dest = np.zeros(len(kept), dtype=np.int64)
         for i, j in enumerate(kept.tolist()):
             digest = hi[j].to_bytes(8, "big") + lo[j].to_bytes(8, "big")
-            dest[i] = shards if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, shards)
+            dest[i] = slots if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, slots)
         with landing(item_uri(stage, ROUTED, bucket, ".bin"), tmp) as out:
-            offsets = _sorted_copy(spool, dest, shards + 1, _take(starts, kept), _take(lengths, kept), out)
+            offsets = _sorted_copy(spool, dest, slots + 1, _take(starts, kept), _take(lengths, kept), out)
         return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": len(left) - len(kept),
-                "near_removed": n - len(left), "bytes_in": size, "bytes": offsets[-1], "shard_offsets": offsets}
+                "near_removed": n - len(left), "bytes_in": size, "bytes": offsets[-1], "shard_offsets": offsets,
+                "slot_docs": np.bincount(dest, minlength=slots + 1).tolist()}
 
     return {"key": ref["key"], "stage": stage, **_each(stage, "bucket", ref["batch"], work)}
 
@@ -256,12 +296,13 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
 
     def work(tail, shard, tmp):
         sources = routed(tail["buckets"])
+        val = shard == tail["shards"]
+        first, last = (tail["slots"], tail["slots"]) if val else (tail["bounds"][shard], tail["bounds"][shard + 1] - 1)
         spool = SortedSpool(tmp / "shard.jsonl")
         try:
-            for line in _read_ranges(sources, shard):
+            for line in _read_ranges(sources, first, last) if last >= first else ():
                 digest, _, _, _, doc = from_staged(line)
                 spool.add(shuffle_key(digest, seed), doc)
-            val = shard == tail["shards"]
             names: list[str] = []
 
             def name_of(k):
@@ -270,7 +311,7 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
 
             unbounded = 2 ** 62  # val is one file, as every reader expects
             files = spool.write(name_of, rows_per_file=unbounded if val else tail["rows_per_file"],
-                                file_bytes=unbounded if val else FILE_BYTES, row_group_rows=ROW_GROUP_ROWS,
+                                file_bytes=unbounded if val else tail["shard_bytes"], row_group_rows=ROW_GROUP_ROWS,
                                 row_group_bytes=ROW_GROUP_BYTES)
         finally:
             spool.close()
@@ -297,9 +338,9 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
     """Unmapped bookkeeping: manifest.json from the shard summaries, then _COMPLETE. Returns the manifest."""
     if is_complete(build):
         return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
-    tail = read_json(join(stage, TAIL))
+    planned = read_json(join(stage, SHARD_PLAN))
     shards, val = [], None
-    for s, summary in enumerate(read_jsons(item_uris(stage, SHARDS, tail["shards"] + 1))):
+    for s, summary in enumerate(read_jsons(item_uris(stage, SHARDS, planned["shards"] + 1))):
         if summary is None:
             raise RuntimeError(f"shard {s} is not written ({item_uri(stage, SHARDS, s)} missing)")
         if summary["val"]:
@@ -315,8 +356,8 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
 
 def file_stats(stage: str) -> list[dict]:
     """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
-    tail = read_json(join(stage, TAIL))
-    summaries = read_jsons(item_uris(stage, SHARDS, tail["shards"] + 1))
+    planned = read_json(join(stage, SHARD_PLAN))
+    summaries = read_jsons(item_uris(stage, SHARDS, planned["shards"] + 1))
     return [stats for summary in summaries for stats in summary["stats"]]
 
 

@@ -64,11 +64,12 @@ def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list
     """near-dedup (every near task), route (settle first), every bucket task, every shard task: the steps after
     chunk."""
     from nanodata.jobs import cpp_corpus
+    from nanodata.ranges import SHARD_MB
 
     for ref in planned["near"]:
         cpp_corpus.near_batch(ref)
-    refs = cpp_corpus.route(planned["stage"], planned["key"], chunks, rows_per_file=params["rows_per_file"],
-                            val_fraction=params["val_fraction"])
+    refs = cpp_corpus.route(planned["stage"], planned["key"], rows_per_file=params["rows_per_file"],
+                            shard_mb=params.get("shard_mb", SHARD_MB.default), val_fraction=params["val_fraction"])
     for ref in refs:
         cpp_corpus.bucket_batch(ref)
     return [cpp_corpus.shard_batch(dest, ref, tokenizer=params["tokenizer"])

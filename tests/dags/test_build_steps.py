@@ -125,3 +125,40 @@ def test_a_benchmark_file_is_part_of_the_build_key(tmp_path):
     first = cpp_corpus.plan(str(src), dest, {**PARAMS, "decontaminate": [str(bench)]})["key"]
     bench.write_text('{"task_id": "T/0", "text": "int another_completely_unrelated_function(int a, int b) { return b; }"}\n')
     assert cpp_corpus.plan(str(src), dest, {**PARAMS, "decontaminate": [str(bench)]})["key"] != first
+
+
+def test_shard_bounds_hold_the_params_and_cover_every_slot_once():
+    """S is as few shards as hold the docs under rows_per_file and the size cap each on average; each shard a run of
+    consecutive slots with about 1/S of the docs."""
+    import numpy as np
+
+    from nanodata.jobs.tail import VSHARDS, shard_bounds
+
+    rng = np.random.default_rng(0)
+    docs = rng.poisson(50, VSHARDS)
+    size = docs * 1000
+    for rows, cap, want in ((10 ** 9, 10 ** 12, 1), (int(docs.sum()) // 7 - 1, 10 ** 12, 8), (10 ** 9, int(size.sum()) // 3, 4)):
+        bounds = shard_bounds(docs, size, rows, cap)
+        assert len(bounds) - 1 == want and bounds[0] == 0 and bounds[-1] == VSHARDS
+        assert all(a <= b for a, b in zip(bounds, bounds[1:], strict=False))
+        held = [int(docs[a:b].sum()) for a, b in zip(bounds, bounds[1:], strict=False)]
+        assert sum(held) == docs.sum() and max(held) - min(held) <= 2 * docs.max()
+    assert shard_bounds(np.zeros(VSHARDS, int), np.zeros(VSHARDS, int), 4, 1 << 20) == [0, VSHARDS]
+
+
+def test_shards_are_sized_from_the_docs_that_survive_deduplication(tmp_path):
+    """A source of mostly copies: the shards hold what the Params ask for after the copies are gone (rows_per_file
+    docs each), not the count before deduplication; a small size cap makes more shards."""
+    src = tmp_path / "src"
+    src.mkdir()
+    unique = [f"int unique_{i}(int x) {{ return x * {i} + {i * 7}; }}\n" for i in range(30)]
+    copies = [unique[i % 3] for i in range(300)]
+    (src / "docs.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in unique + copies))
+    params = {**PARAMS, "rows_per_file": 10, "val_fraction": 0.0, "dedup": "exact"}
+    planned, chunks, info = run_steps(src, str(tmp_path / "dest"), params)
+    assert sum(c["docs"] for c in chunks) == 330 and info["docs"] == 30
+    plan = json.loads((Path(planned["stage"]) / "shard_plan.json").read_text())
+    assert plan["docs"] == 30 and plan["shards"] == 3  # 30 / 10, where the docs before dedupe would make 33
+    capped, _, info = run_steps(src, str(tmp_path / "dest2"), {**params, "rows_per_file": 1000, "shard_mb": 0.0005})
+    assert json.loads((Path(capped["stage"]) / "shard_plan.json").read_text())["shards"] > 1  # 524 bytes a shard
+    assert info["docs"] == 30

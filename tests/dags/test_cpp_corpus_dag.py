@@ -12,7 +12,7 @@ from nanodata import corpus, storage
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
-          "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7, "filters": "generated,long-lines,alpha,encoded",
+          "shard_mb": 512, "val_fraction": 0.4, "dedup": "near", "near_threshold": 0.7, "filters": "generated,long-lines,alpha,encoded",
           "redact": "secrets,emails,ips", "decontaminate": None, "licenses": None}
 
 
