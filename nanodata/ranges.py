@@ -6,6 +6,7 @@ or a machine out of processes long before it is a useful setting); floats must b
 `flag(RANGE)` is an argparse `type=` that rejects a bad value before any work starts, with one
 line naming the flag, the value and the range; `RANGE.check(name, value)` is the same check for
 library entry points; `RANGE.param()` gives the JSON-schema bounds of an Airflow Param.
+`local_path(what)` is the same kind of `type=` for a flag that names a local file or directory.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from nanodata.errors import NanodataError
 
@@ -94,6 +96,33 @@ def flag(allowed: Range):
     return parse
 
 
+def not_local(value, what: str, hint: str = "") -> str | None:
+    """What is wrong with `value` where a local `what` ("file", "directory") goes: a gs:// URI, or a typo of one
+    (gs:/b, GS://b), is no local path; pathlib would fold 'gs://b/x' into a folder 'gs:' in the working directory.
+    None when it is not one of those."""
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else ""
+    if text[:3].lower() != "gs:":
+        return None
+    return f"{text}: a local {what} is needed, not a bucket" + (f" ({hint})" if hint else "")
+
+
+SYNC_HINT = "copy it with `nanodata sync`"  # how a local directory reaches a bucket
+
+
+def local_path(what: str = "directory", hint: str = SYNC_HINT):
+    """An argparse `type=` for a local file or directory: a gs:// value exits 2 with `argument --x: VALUE: a local
+    directory is needed, ...` before any work (nothing created); else the value as a Path."""
+
+    def parse(text: str) -> Path:
+        problem = not_local(text, what, hint) if text else f"empty; give a local {what}"
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return Path(text)
+
+    parse.__name__ = what
+    return parse
+
+
 # --- the ranges, by what they size ---------------------------------------------------------------
 PROCESS_WORKERS = Range(1, max(8, PROCESS_WORKERS_PER_CPU * CPUS), default=1,
                         why=f"{PROCESS_WORKERS_PER_CPU} processes per CPU, {CPUS} CPUs here, at least 8")
@@ -116,8 +145,11 @@ PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True, default=256)
 # near-dedup: files at or above this estimated Jaccard are near-copies (BigCode: 0.7); below 0.5 LSH needs bands
 # of a few rows, and most pairs of files in one language share that much boilerplate
 NEAR_THRESHOLD = Range(0.5, 1.0, integer=False, default=0.7)
-# the per-file cache keeps the entries the last N successful builds (or --cache runs) used; 0 keeps none
-CACHE_KEEP = Range(0, 1000, default=3)
+# the per-file cache keeps the entries the last N successful builds (or --cache runs) used; at least the run's own
+CACHE_KEEP = Range(1, 1000, default=3)
+# ... and never sweeps an entry younger than this: it may be one a run still going (sharing the cache) wrote but has
+# not recorded yet. Past the longest run; 0 only where one run at a time uses the cache
+CACHE_GRACE_HOURS = Range(0, 24 * 366, integer=False, default=24)
 
 # to-parquet
 ROWS_PER_FILE = Range(1, 10_000_000, default=50_000)  # a shard is shuffled in memory

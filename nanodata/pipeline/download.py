@@ -24,7 +24,7 @@ import requests
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
-from nanodata.ranges import ATTEMPTS, BACKOFF_S, NUM_SHARDS, THREAD_WORKERS, TIMEOUT_S, flag
+from nanodata.ranges import ATTEMPTS, BACKOFF_S, NUM_SHARDS, THREAD_WORKERS, TIMEOUT_S, flag, local_path
 from nanodata.storage.files import check_output_dir, temp_name
 from nanodata.storage.retry import CorruptTransfer, check_range, check_retry_args, land, with_retries
 
@@ -248,7 +248,7 @@ def configure_parser(parser) -> None:
     parser.add_argument("--base-url", required=True,
                         help="URL of the directory holding the shards; file URL = BASE_URL/NAME")
     parser.add_argument("--num-shards", type=flag(NUM_SHARDS), required=True, help="download shards 0..N-1")
-    parser.add_argument("--dir", type=Path, default=None,
+    parser.add_argument("--dir", type=local_path(), default=None,
                         help="destination dir (default: $NANODATA_DATA_DIR or ~/.cache/nanodata/base_data)")
     parser.add_argument("--workers", type=flag(THREAD_WORKERS), default=4, help="parallel downloads (default: 4)")
     parser.add_argument("--name-template", default=DEFAULT_TEMPLATE,

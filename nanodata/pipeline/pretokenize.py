@@ -26,6 +26,7 @@ import os
 import re
 import time
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,8 +35,8 @@ from tqdm import tqdm
 
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
-from nanodata.pipeline.workers import process_pool
-from nanodata.ranges import PROCESS_WORKERS, SHARD_TOKENS, flag
+from nanodata.pipeline.workers import process_context
+from nanodata.ranges import PROCESS_WORKERS, SHARD_TOKENS, flag, local_path
 from nanodata.storage.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
 from nanodata.token_shards import META_FILE, META_VERSION, SHARD_FILE
 from nanodata.tokenizer import load
@@ -88,22 +89,29 @@ def tokenize_in_order(workers: int, init_args: tuple):
     """Yields a function mapping row-group tasks to their results, in task order.
 
     At most workers*WINDOW_PER_WORKER row groups are pending at once, so a slow writer
-    never lets results pile up in memory.
+    never lets results pile up in memory. However the block ends (done, a full disk, a
+    worker's error, Ctrl-C), the workers are stopped before this returns: row groups not
+    started are cancelled, running ones finish, every worker exits and is joined. Not
+    Pool.terminate: it kills a worker that may be sending a result, holding the result
+    queue's lock, and the pool's teardown then waits on that lock for ever.
     """
     if workers == 1:
         _init_worker(*init_args)
         yield lambda tasks: map(_tokenize_row_group, tasks)
         return
-    with process_pool(workers, _init_worker, init_args) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_init_worker, initargs=init_args)
+    try:
         def ordered(tasks):
             pending = deque()
             for task in tasks:
-                pending.append(pool.apply_async(_tokenize_row_group, (task,)))
+                pending.append(pool.submit(_tokenize_row_group, task))
                 if len(pending) >= workers * WINDOW_PER_WORKER:
-                    yield pending.popleft().get()
+                    yield pending.popleft().result()
             while pending:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         yield ordered
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --- parent side: cut the ordered token stream into shards -----------------------------------
@@ -269,10 +277,12 @@ example:
 def configure_parser(parser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("--input", type=Path, required=True, help="directory of parquet files with a 'text' column")
+    parser.add_argument("--input", type=local_path("directory", "copy the corpus here with `nanodata sync`"),
+                        required=True, help="directory of parquet files with a 'text' column")
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tiktoken encoding name or a dir from 'nanodata tokenizer train' (default: %(default)s)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory for .npy shards and meta.json")
+    parser.add_argument("--out", type=local_path(), required=True,
+                        help="output directory for .npy shards and meta.json")
     parser.add_argument("--shard-tokens", type=flag(SHARD_TOKENS), default=100_000_000,
                         help="tokens per shard; the last shard is partial (default: %(default)s)")
     parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=2, help="tokenizer processes (default: %(default)s); "

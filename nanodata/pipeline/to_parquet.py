@@ -34,7 +34,7 @@ from nanodata.corpus.layout import COMPLETE, MANIFEST, VAL_NAME, Manifest, Shard
 from nanodata.errors import NanodataError
 from nanodata.pipeline.jsonl import parse_block, read_blocks
 from nanodata.pipeline.shuffle import FILE_BYTES, ROW_GROUP_BYTES, RowSpool, shuffle_keys, text_digests, val_mask
-from nanodata.ranges import IDLE_TIMEOUT_S, ROW_GROUP_SIZE, ROWS_PER_FILE, SEED, VAL_FRACTION, flag
+from nanodata.ranges import IDLE_TIMEOUT_S, ROW_GROUP_SIZE, ROWS_PER_FILE, SEED, VAL_FRACTION, flag, local_path
 from nanodata.storage.files import atomic_write, disk_errors
 
 log = logging.getLogger(__name__)
@@ -329,7 +329,7 @@ def configure_parser(parser) -> None:
                           "crash and it continues from _progress.json, producing identical shards.")
     parser.add_argument("--input", nargs="+", action="extend", required=True, metavar="JSONL",
                         help="JSONL file(s), read in the order given")
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--out", type=local_path(), required=True, help="output directory")
     add_shard_flags(parser)
     parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=ROW_GROUP_SIZE.default,
                         help="docs per parquet row group; the loader strides row groups across ranks "

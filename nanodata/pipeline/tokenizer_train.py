@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from nanodata.dataset import files_for_split, open_parquet, parquets_iter_batched
 from nanodata.errors import NanodataError
-from nanodata.ranges import DOC_CAP, MAX_CHARS, VOCAB_SIZE, flag
+from nanodata.ranges import DOC_CAP, MAX_CHARS, VOCAB_SIZE, flag, local_path
 from nanodata.storage.files import check_output_dir
 from nanodata.tokenizer import SPECIAL_TOKENS, SPLIT_PATTERN, load, save_encoding_dir
 
@@ -111,7 +111,7 @@ def configure_parser(parser) -> None:
     train.add_argument("--input", type=Path, required=True, help="directory of parquet files with a 'text' column")
     train.add_argument("--vocab-size", type=flag(VOCAB_SIZE), required=True,
                        help=f"total vocabulary incl. {len(SPECIAL_TOKENS)} special tokens (<|bos|> first)")
-    train.add_argument("--out", type=Path, required=True, help="output directory for the tokenizer files")
+    train.add_argument("--out", type=local_path(), required=True, help="output directory for the tokenizer files")
     train.add_argument("--max-chars", type=flag(MAX_CHARS), default=2_000_000_000,
                        help="stop after this many training characters (default: %(default)s)")
     train.add_argument("--doc-cap", type=flag(DOC_CAP), default=10_000,

@@ -22,9 +22,14 @@ def _threads_that_could_hold_locks() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t is not me and t is not tqdm.monitor]
 
 
-def process_pool(workers: int, initializer=None, initargs: tuple = ()):
+def process_context():
+    """The multiprocessing context for worker processes started now: fork, or the fork server (see above)."""
     if not _threads_that_could_hold_locks():
-        return multiprocessing.get_context("fork").Pool(workers, initializer, initargs)
+        return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["nanodata.tokenizer"])
-    return context.Pool(workers, initializer, initargs)
+    return context
+
+
+def process_pool(workers: int, initializer=None, initargs: tuple = ()):
+    return process_context().Pool(workers, initializer, initargs)

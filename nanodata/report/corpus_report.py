@@ -30,7 +30,7 @@ from nanodata.corpus.layout import MANIFEST, Manifest, is_complete, read_chunk_s
 from nanodata.dataset import read_manifest, split_files
 from nanodata.errors import NanodataError
 from nanodata.pipeline.shard_stats import lengths_of, shard_stats
-from nanodata.ranges import REPORT_MAX_TOKENS, flag
+from nanodata.ranges import REPORT_MAX_TOKENS, flag, local_path
 from nanodata.report.svgplot import bar_chart, grouped_bar_chart
 from nanodata.storage import exists, is_gcs, join_uri, read_bytes
 from nanodata.storage.files import atomic_write, disk_errors
@@ -639,7 +639,7 @@ def report_build(build: str, *, tokenizer: str = "cl100k_base", max_tokens: int 
 def configure_parser(parser) -> None:
     parser.add_argument("build_dir", metavar="BUILD_DIR",
                         help="a built corpus: parquet shards (+ manifest.json) as written by `nanodata to-parquet`")
-    parser.add_argument("--out", metavar="DIR", default=None,
+    parser.add_argument("--out", metavar="DIR", type=local_path(), default=None,
                         help=f"where to write the report (default: BUILD_DIR/{REPORT_DIR})")
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tokenizer for counting tokens when the shards have no complete n_tokens column "

@@ -8,7 +8,9 @@ one written with another secret is a miss the caller rebuilds (`get` says which)
 how build caches (Bazel's CAS, ccache) stay correct: a key names its output, a MAC guards where and what it is.
 
 Retention: each successful build records the keys it used (`record_use`); `retain(keep)` keeps the newest `keep`
-records and deletes every entry none of them names. Layout under the root, with its own format version:
+records and deletes every entry none of them names, unless it is younger than a grace period: builds sharing a
+store each retain at their end, and one still going has written entries it has not recorded yet. Layout under
+the root, with its own format version:
   v2/entries/ab/<32 hex>   MAGIC, payload length (8 bytes, little-endian), MAC (32 bytes), payload
   v2/used/<name>.keys      the sorted 16-byte keys one build used
 """
@@ -16,12 +18,14 @@ records and deletes every entry none of them names. Layout under the root, with 
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
+from nanodata.ranges import CACHE_GRACE_HOURS
 from nanodata.storage.auth import MAC_BYTES, Secret, load_secret
 from nanodata.storage.files import atomic_output
-from nanodata.storage.uri import delete_files, is_gcs, iter_sizes, join_uri, read_bytes, write_bytes
+from nanodata.storage.uri import delete_files, is_gcs, iter_sizes, iter_stats, join_uri, read_bytes, write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +103,12 @@ class EntryStore:
         write_bytes(join_uri(self.root, USED, name + ".keys"), unique.tobytes())
         return len(unique)
 
-    def retain(self, keep: int) -> dict:
+    def retain(self, keep: int, grace_hours: float = CACHE_GRACE_HOURS.default) -> dict:
         """Delete the usage records older than the newest `keep`, then every entry no kept record names (and
-        temp files a killed writer left). Returns what was kept and deleted."""
+        temp files a killed writer left) that is older than `grace_hours`: a younger one may be a run's still
+        going, written but not recorded yet (or a temp file it is writing). Returns what was kept and deleted."""
+        grace_hours = CACHE_GRACE_HOURS.check("grace_hours", grace_hours)
+        cutoff = time.time() - grace_hours * 3600
         records = sorted(name for name, _ in iter_sizes(join_uri(self.root, USED)) if name.endswith(".keys"))
         cut = max(0, len(records) - keep)
         old, kept = records[:cut], records[cut:]
@@ -110,26 +117,28 @@ class EntryStore:
             np.frombuffer(read_bytes(join_uri(self.root, USED, name)) or b"", dtype=KEY) for name in kept]))
         totals = {"builds_kept": len(kept), "records_deleted": len(old), "entries": 0, "bytes": 0,
                   "entries_deleted": 0}
-        batch: list[tuple[str, int]] = []
+        batch: list[tuple[str, int, float]] = []
 
         def sweep() -> None:
-            keys = np.frombuffer(b"".join(_key_of(name) for name, _ in batch), dtype=KEY)
+            keys = np.frombuffer(b"".join(_key_of(name) for name, _, _ in batch), dtype=KEY)
             at = np.minimum(np.searchsorted(used, keys), max(len(used) - 1, 0))
             keep_it = (used[at] == keys) if len(used) else np.zeros(len(keys), dtype=bool)
+            keep_it |= np.array([modified > cutoff for _, _, modified in batch], dtype=bool)
             flags = list(zip(batch, keep_it.tolist(), strict=True))
-            doomed = [join_uri(self.root, ENTRIES, name) for (name, _), kept in flags if not kept]
+            doomed = [join_uri(self.root, ENTRIES, name) for (name, _, _), kept in flags if not kept]
             totals["entries_deleted"] += delete_files(doomed)
             totals["entries"] += len(batch) - len(doomed)
-            totals["bytes"] += sum(nbytes for (_, nbytes), kept in flags if kept)
+            totals["bytes"] += sum(nbytes for (_, nbytes, _), kept in flags if kept)
             batch.clear()
 
-        for entry in iter_sizes(join_uri(self.root, ENTRIES)):  # streamed: memory holds one batch of names
+        for entry in iter_stats(join_uri(self.root, ENTRIES)):  # streamed: memory holds one batch of names
             batch.append(entry)
             if len(batch) >= SWEEP_BATCH:
                 sweep()
         sweep()
-        log.info("cache %s: kept %d entries (%d bytes) used by the last %d builds, deleted %d", self.root,
-                 totals["entries"], totals["bytes"], len(kept), totals["entries_deleted"])
+        log.info("cache %s: kept %d entries (%d bytes) used by the last %d builds or younger than %g hours, "
+                 "deleted %d", self.root, totals["entries"], totals["bytes"], len(kept), grace_hours,
+                 totals["entries_deleted"])
         return totals
 
     def size(self) -> dict:

@@ -15,11 +15,13 @@ import hashlib
 import os
 import re
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import google_crc32c
 
 from nanodata.errors import NanodataError
+from nanodata.ranges import not_local
 
 BLOCK = 1 << 20
 COMPLETE = "_COMPLETE"  # a directory's commit marker: written last, so its presence means every file is whole
@@ -157,7 +159,12 @@ def crc32c_name(data: bytes) -> str:
 
 
 def check_output_dir(path: str | os.PathLike, option: str) -> None:
-    """Before any work: `path` is a directory, or one can be made there (no file in the way, writable)."""
+    """Before any work: `path` is a local directory, or one can be made there (no file in the way, writable: tried
+    with a directory made and removed at once, since root passes any permission check and a read-only mount, /proc
+    or /sys pass os.access). Nothing is left behind."""
+    problem = not_local(path, "directory")
+    if problem is not None:
+        raise NanodataError(f"{option} {problem}")
     path = Path(path)
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
@@ -165,3 +172,7 @@ def check_output_dir(path: str | os.PathLike, option: str) -> None:
         raise NanodataError(f"{option} {path}: {where} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise NanodataError(f"{option} {path}: {existing} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=existing))
+    except OSError as exc:
+        raise NanodataError(f"{option} {path}: cannot create a directory in {existing} ({exc.strerror})") from None

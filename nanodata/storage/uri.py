@@ -294,6 +294,13 @@ def list_names(uri_prefix: str | os.PathLike) -> list[str]:
 def iter_sizes(uri_prefix: str | os.PathLike):
     """(name relative to the prefix, bytes) of every file under a directory or gs:// prefix, streamed (a listing
     of millions of files is never held; local order is the walk's, GCS's is by name)."""
+    for name, size, _ in iter_stats(uri_prefix):
+        yield name, size
+
+
+def iter_stats(uri_prefix: str | os.PathLike):
+    """iter_sizes with each file's last change: (name, bytes, seconds since the epoch), a local file's mtime or an
+    object's `updated` time (the listing carries it: no request per object)."""
     uri_prefix = os.fspath(uri_prefix)
     gs = parse_gs(uri_prefix.rstrip("/") + "/")
     if gs is None:
@@ -301,12 +308,13 @@ def iter_sizes(uri_prefix: str | os.PathLike):
             rel = os.path.relpath(directory, uri_prefix)
             for name in files:
                 with contextlib.suppress(FileNotFoundError):  # removed while listed: not there
-                    yield (name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"),
-                           os.stat(os.path.join(directory, name)).st_size)
+                    stat = os.stat(os.path.join(directory, name))
+                    yield (name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"), stat.st_size,
+                           stat.st_mtime)
         return
     bucket, prefix = gs
     for blob in iter_blobs(bucket, prefix, f"list {uri_prefix}"):
-        yield blob.name[len(prefix):], int(blob.size)
+        yield blob.name[len(prefix):], int(blob.size), (blob.updated or blob.time_created).timestamp()
 
 
 def delete_files(uris) -> int:

@@ -3,7 +3,9 @@ byte-identical to a build of the changed input into an empty destination, in eve
 and only what changed is chunked again. The steps run as the DAG calls them (tests/dags/dag_data.run_steps)."""
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -147,6 +149,8 @@ def test_cleanup_keeps_the_entries_of_the_last_builds(tmp_path):
         (src / "p" / f"night{night}.cpp").write_text(f"int night_{night}(int v) {{ return v + {night}; }}\n")
         (src / "p" / "same.cpp").write_text("int same(int v) { return v; }\n")
         planned, _, _ = run_steps(src, dest, {**PARAMS, "mode": "basic"}, 256)
+        for path in (p for p in Path(dest, ".cache").rglob("*") if p.is_file()):  # a night later: past the grace
+            os.utime(path, (time.time() - 2 * 86_400,) * 2)
         cleaned = cpp_corpus.cleanup(dest, planned["key"], cache_keep_builds=2)
         assert cleaned["cache"]["builds_kept"] == min(night + 1, 2)
     # same.cpp's entry and the last two nights' files are kept; nights 0 and 1 are gone

@@ -67,17 +67,19 @@ def same_tree(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> list[str]:
     return differ
 
 
-def run_on_small_disk(shell_cmd: str, disk: Path, size: str, keep: Path, setup: str = "") -> subprocess.CompletedProcess:
+def run_on_small_disk(shell_cmd: str, disk: Path, size: str, keep: Path, setup: str = "",
+                      timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `shell_cmd` with a tmpfs of `size` (e.g. '256k') mounted at `disk`; copy what it left to `keep`.
 
     The command runs in `disk`; `setup` runs first there (e.g. to copy inputs there). The mount lives in a private mount
-    namespace, so it disappears with the command and `disk` on the host is untouched.
+    namespace, so it disappears with the command and `disk` on the host is untouched. Past `timeout` seconds:
+    subprocess.TimeoutExpired.
     """
     disk.mkdir(parents=True, exist_ok=True)
     keep.mkdir(parents=True, exist_ok=True)
     script = (f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(disk))} || exit 99\ncd {shlex.quote(str(disk))}\n{setup}\n"
               f"{shell_cmd}\nrc=$?\ncp -a {shlex.quote(str(disk))}/. {shlex.quote(str(keep))}/\nexit $rc")
     unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-Urm"]
-    done = subprocess.run([*unshare, "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*unshare, "sh", "-c", script], capture_output=True, text=True, timeout=timeout)
     assert done.returncode != 99, f"could not mount a tmpfs: {done.stderr}"
     return done

@@ -5,8 +5,12 @@ of one clean run (the set committed before, or the finished new one): never shar
 partial set. A re-run to completion gives the bytes of a clean run.
 """
 
+import os
 import re
 import shlex
+import signal
+import subprocess
+import sys
 
 import pytest
 from corpus import write_corpus
@@ -77,3 +81,72 @@ def test_full_disk_names_the_file_and_leaves_nothing_loadable(corpus, tmp_path, 
     timed_run(pretokenize_cmd(corpus, kept / "tok", SIZES[0]))  # the same directory, now with space
     assert same_tree(kept / "tok", clean) == []
 
+
+
+FULL_DISK_RUNS = 20
+
+
+def test_a_full_disk_stops_the_workers_every_time(corpus, tmp_path):
+    """The full disk of the test above, many times over: each run ends within a minute with the one line, and no
+    worker outlives it (a run once hung for 300 s in the worker pool's teardown)."""
+    for attempt in range(FULL_DISK_RUNS):
+        disk, kept = tmp_path / f"disk{attempt}", tmp_path / f"kept{attempt}"
+        try:
+            done = run_on_small_disk(shlex.join(pretokenize_cmd(corpus, disk / "tok", SIZES[0])), disk, "1500k", kept,
+                                     timeout=60)
+        except subprocess.TimeoutExpired:
+            for pid in _running(disk):  # the hung run and its workers, started by this test
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"run {attempt} hung on a full disk")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (attempt, done.stderr)
+        error = done.stderr.strip().splitlines()[-1]
+        assert re.fullmatch(rf"nanodata pretokenize: error: {re.escape(str(disk))}/tok/tokens_(val|train)_\d{{6}}\.npy: "
+                            r"cannot write: no space left on the device; .*", error), (attempt, error)
+        assert _running(disk) == [], f"run {attempt}: its processes outlived it"
+
+
+def _running(disk) -> list[int]:
+    """The processes whose command line names `disk` (a run's workers share its command line)."""
+    found = subprocess.run(["pgrep", "-f", str(disk)], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in found]
+
+
+TEARDOWN = """
+import sys
+import numpy as np
+from nanodata.pipeline import pretokenize
+
+def big(task):  # a row group's tokens, instantly: the workers are always sending when the writer fails
+    return np.ones(1 << 20, np.uint16), 1
+
+def nothing(*args):
+    pass
+
+pretokenize._tokenize_row_group, pretokenize._init_worker = big, nothing
+for attempt in range(int(sys.argv[1])):
+    try:
+        with pretokenize.tokenize_in_order(2, ()) as tokenized:
+            for n, _ in enumerate(tokenized(range(1000))):
+                if n == 10:
+                    raise OSError(28, "No space left on device")
+    except OSError:
+        print(attempt, flush=True)
+"""
+
+
+def test_the_workers_stop_when_the_writer_fails_while_they_send(tmp_path):
+    """The writer fails while workers send results bigger than a pipe: the pool is stopped and joined every time.
+    (Pool.terminate killed a worker mid-send holding the result queue's lock, and its teardown then waited on that
+    lock for ever: most runs of this hung within 20 tries.)"""
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN)
+    proc = subprocess.Popen([sys.executable, str(script), str(FULL_DISK_RUNS)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the script and its workers
+        out, _ = proc.communicate()
+        pytest.fail(f"the workers' teardown hung after {len(out.split())} of {FULL_DISK_RUNS} tries")
+    assert proc.returncode == 0, err
+    assert out.split() == [str(i) for i in range(FULL_DISK_RUNS)]

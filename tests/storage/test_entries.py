@@ -119,7 +119,7 @@ def test_a_killed_writer_leaves_no_entry_a_reader_trusts(tmp_path):
         payload, status = store.get(bytes.fromhex(path.name))
         assert status == "hit" and len(payload) % (256 * 4096) == 0
     store.record_use("0001", b"".join(bytes.fromhex(p.name) for p in named))
-    kept = store.retain(1)  # a killed writer's temp file is swept
+    kept = store.retain(1, grace_hours=0)  # a killed writer's temp file is swept (once past the grace period)
     assert kept["entries"] == len(named) and kept["entries_deleted"] == len(files) - len(named)
 
 
@@ -130,11 +130,11 @@ def test_retention_keeps_what_the_last_records_name(tmp_path):
     store.record_use("20260101-a", _key(0) + _key(1))
     store.record_use("20260102-b", _key(1) + _key(2) + _key(2))
     store.record_use("20260103-c", _key(3))
-    result = store.retain(2)
+    result = store.retain(2, grace_hours=0)
     assert result == {"builds_kept": 2, "records_deleted": 1, "entries": 3, "bytes": result["bytes"],
                       "entries_deleted": 3}
     assert [store.get(_key(i))[1] for i in range(6)] == ["miss", "hit", "hit", "hit", "miss", "miss"]
-    assert store.retain(0)["entries"] == 0 and store.size() == {"entries": 0, "bytes": 0}
+    assert store.retain(0, grace_hours=0)["entries"] == 0 and store.size() == {"entries": 0, "bytes": 0}
 
 
 def test_keys_with_trailing_zero_bytes_are_kept(tmp_path):
@@ -151,4 +151,4 @@ def test_an_entry_store_in_a_bucket(gcs_bucket):
     store.put(_key(2), b"gone")
     assert store.get(_key(1)) == (b"remote", "hit") and store.get(_key(3)) == (None, "miss")
     store.record_use("1", _key(1))
-    assert store.retain(1)["entries_deleted"] == 1 and store.size()["entries"] == 1
+    assert store.retain(1, grace_hours=0)["entries_deleted"] == 1 and store.size()["entries"] == 1

@@ -10,6 +10,7 @@ from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.pipeline.to_parquet import add_shard_flags
 from nanodata.ranges import (
+    CACHE_GRACE_HOURS,
     CACHE_KEEP,
     CROSS_DEPTH,
     MAX_FILE_BYTES,
@@ -22,8 +23,10 @@ from nanodata.ranges import (
     SEED,
     VAL_FRACTION,
     flag,
+    local_path,
 )
 
+OUTPUT_HINT = "chunk to a local file, then upload it and OUTPUT.done, e.g. their folder with `nanodata sync`"
 MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
               forward declarations) + runs of whole types/functions; namespaces re-wrapped
@@ -51,8 +54,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="C++ trees (local or gs:// prefixes): each sub-directory is a project, files directly "
                              "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
     out = parser.add_mutually_exclusive_group(required=True)
-    out.add_argument("--output", help="output JSONL (written to OUTPUT.tmp, then renamed)")
-    out.add_argument("--parquet-dir", metavar="DIR",
+    out.add_argument("--output", type=local_path("file", OUTPUT_HINT),
+                     help="output JSONL, a local file (written to OUTPUT.tmp, then renamed)")
+    out.add_argument("--parquet-dir", metavar="DIR", type=local_path(),
                      help="write parquet shards to DIR (new or empty) instead of JSONL, as `nanodata to-parquet` "
                           "would from OUTPUT with the same --rows-per-file, --val-fraction and --seed; the summary "
                           f"is DIR/{CHUNK_SUMMARY}")
@@ -111,8 +115,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-reuse", action="store_true",
                         help="--cache: chunk every file again (a clean rebuild) and refresh DIR's entries")
     parser.add_argument("--cache-keep-runs", type=flag(CACHE_KEEP), default=CACHE_KEEP.default, metavar="N",
-                        help="--cache: after a run, delete the entries none of the last N runs used "
-                             f"(default: {CACHE_KEEP.default})")
+                        help="--cache: after a run, delete the entries none of the last N runs used (N >= 1: this "
+                             f"run's are kept; default: {CACHE_KEEP.default})")
+    parser.add_argument("--cache-grace-hours", type=flag(CACHE_GRACE_HOURS), default=CACHE_GRACE_HOURS.default,
+                        metavar="H",
+                        help="--cache: that cleanup never deletes an entry younger than H hours: it may be one a run "
+                             "still going wrote (runs sharing DIR each clean up at their end), so H should exceed "
+                             "your longest run; 0 only when one run at a time uses DIR "
+                             f"(default: {CACHE_GRACE_HOURS.default:g})")
     parser.add_argument("--append", action="store_true",
                         help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
@@ -142,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
                          partition_mb=args.partition_mb, extensions=extensions, dedup=args.dedup,
                          near_threshold=args.near_threshold, filters=args.filters, redact=args.redact,
                          decontaminate=tuple(args.decontaminate), licenses=args.licenses, cache=args.cache,
-                         reuse=not args.no_reuse, cache_keep_runs=args.cache_keep_runs)
+                         reuse=not args.no_reuse, cache_keep_runs=args.cache_keep_runs,
+                         cache_grace_hours=args.cache_grace_hours)
     common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
               "progress": not args.no_progress}
     if args.parquet_dir:

@@ -19,6 +19,7 @@ from nanodata.pipeline.cleaning.licenses import parse_license_list
 from nanodata.pipeline.cleaning.redact import DEFAULT_REDACT, Redactor, parse_redact_list
 from nanodata.pipeline.cleaning.stages import Cleaning
 from nanodata.ranges import (
+    CACHE_GRACE_HOURS,
     CACHE_KEEP,
     CROSS_DEPTH,
     MAX_FILE_BYTES,
@@ -27,8 +28,9 @@ from nanodata.ranges import (
     PARTITION_MB,
     PROCESS_WORKERS,
 )
-from nanodata.storage import check_uri
+from nanodata.storage import check_uri, is_gcs
 from nanodata.storage.auth import Secret, load_secret
+from nanodata.storage.files import check_output_dir
 from nanodata.tokenizer import load
 
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
@@ -46,7 +48,8 @@ class ChunkConfig:
     ("secrets,emails,ips", or "none"); decontaminate: JSONL files of benchmark items whose text drops a file
     holding it; licenses: the SPDX ids whose projects are kept (None: all). cache: where each file's result is kept
     for later runs (a directory or gs:// prefix; None: no reuse); reuse=False chunks every file again (a clean
-    rebuild) and still refreshes the cache; cache_keep_runs: entries no run of the last this many used are deleted;
+    rebuild) and still refreshes the cache; cache_keep_runs: entries no run of the last this many used are deleted
+    (once older than cache_grace_hours: a younger one may be a concurrent run's, not recorded yet);
     cache_secret: what authenticates the cache's entries (None: NANODATA_CACHE_SECRET, else the user's secret file:
     nanodata.storage.auth.load_secret; loaded, and checked, only with a cache). `cleaning` is what the workers run."""
     mode: str = "basic"
@@ -66,6 +69,7 @@ class ChunkConfig:
     cache: str | None = None
     reuse: bool = True
     cache_keep_runs: int = CACHE_KEEP.default
+    cache_grace_hours: float = CACHE_GRACE_HOURS.default
     cache_secret: Secret | str | None = field(default=None, repr=False, compare=False)
     cleaning: Cleaning = field(init=False, repr=False, compare=False)
 
@@ -74,7 +78,8 @@ class ChunkConfig:
             raise NanodataError(f"--mode {self.mode!r}: expected one of {', '.join(MODES)}")
         for name, allowed in (("--max-tokens", MAX_TOKENS), ("--cross-depth", CROSS_DEPTH),
                               ("--max-file-bytes", MAX_FILE_BYTES), ("--workers", PROCESS_WORKERS),
-                              ("--partition-mb", PARTITION_MB), ("--cache-keep-runs", CACHE_KEEP)):
+                              ("--partition-mb", PARTITION_MB), ("--cache-keep-runs", CACHE_KEEP),
+                              ("--cache-grace-hours", CACHE_GRACE_HOURS)):
             value = getattr(self, name[2:].replace("-", "_"))
             if value is not None or name != "--max-file-bytes":  # no file size limit unless one is given
                 allowed.check(name, value)
@@ -100,6 +105,8 @@ class ChunkConfig:
             cache = str(self.cache)  # a local one may be relative; gs: URIs (and typos of them) are checked as given
             cache = cache if cache[:3].lower() == "gs:" else os.path.abspath(cache)
             object.__setattr__(self, "cache", check_uri("--cache", cache))
+            if not is_gcs(self.cache):  # a file in the way or a read-only place: one line now, not a traceback later
+                check_output_dir(self.cache, "--cache")
             object.__setattr__(self, "cache_secret", load_secret(self.cache_secret))  # a bad secret file fails here
 
     def worker_settings(self) -> dict:

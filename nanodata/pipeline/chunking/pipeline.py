@@ -47,7 +47,7 @@ from nanodata.pipeline.cleaning.tally import CleaningTally
 from nanodata.pipeline.dedup.minhash import signature
 from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed, reduce_here, store_signatures
 from nanodata.pipeline.workers import process_pool
-from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION
+from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION, not_local
 from nanodata.storage import parse_gs
 from nanodata.storage.entries import EntryStore
 from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
@@ -387,6 +387,7 @@ def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
     parent = next((p for p in output.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
+    check_output_dir(output.parent, "--output")  # writable (a read-only place, /proc: one line, nothing made)
     for uri in inputs:
         if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
             raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
@@ -508,6 +509,9 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
     """Chunk C++ from JSONL `inputs` (.jsonl, .jsonl.gz, .jsonl.zst; local or gs://) and/or `project_dirs`
     into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input.
     The settings: a ChunkConfig, or its fields as keywords (mode=, max_tokens=, tokenizer=, ...)."""
+    problem = not_local(output, "file")  # Path() would fold gs://b/x into a local folder 'gs:'
+    if problem is not None:
+        raise NanodataError(f"--output {problem}")
     config = config if config is not None else ChunkConfig(**settings)
     output = Path(output)
     check_run(output, inputs, project_dirs, config.extensions)
@@ -610,7 +614,7 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     if config.cache is not None:  # this run's entries recorded, older runs' unused ones swept, before the commit
         store = EntryStore(config.cache)
         store.record_use(f"{time.time_ns():020d}-{os.getpid()}", bytes(tally.reuse.used))  # names sort by age
-        summary["reuse"]["cache"] = store.retain(config.cache_keep_runs)
+        summary["reuse"]["cache"] = store.retain(config.cache_keep_runs, config.cache_grace_hours)
     with disk_errors(output):
         writer.commit(summary)
     for problem in counts["problems"][:20]:
