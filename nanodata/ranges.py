@@ -153,6 +153,9 @@ CACHE_GRACE_HOURS = Range(0, 24 * 366, integer=False, default=24)
 
 # to-parquet
 ROWS_PER_FILE = Range(1, 10_000_000, default=50_000)  # a shard is shuffled in memory
+# the DAG's shard size cap: a shard file holds at most this many MB of docs (as JSON text, about 4x less in parquet),
+# and the train shards are as many as hold the corpus under it (and under ROWS_PER_FILE docs each)
+SHARD_MB = Range(1, 1 << 20, integer=False, default=512)
 ROW_GROUP_SIZE = Range(1, 1_000_000, default=1024)
 VAL_FRACTION = Range(0, 1, integer=False, hi_open=True, default=0.01)
 SEED = Range(0, 2**32 - 1, default=42)

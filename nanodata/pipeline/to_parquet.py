@@ -323,7 +323,7 @@ def add_shard_flags(parser) -> None:
 
 
 def configure_parser(parser) -> None:
-    parser.description = ("Convert JSONL docs ({'text': ..., plus the chunker's n_tokens/mode/source/kind}) into "
+    parser.description = ("Convert JSONL docs ({'text': ..., plus the chunker's n_tokens/mode/source/lines/kind}) into "
                           "parquet shards shuffled within each shard, a val_shard.parquet chosen by a stable hash of "
                           "the text, manifest.json and then _COMPLETE. Crash-safe: rerun the same command after a "
                           "crash and it continues from _progress.json, producing identical shards.")

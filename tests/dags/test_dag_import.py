@@ -89,7 +89,8 @@ def test_params_carry_the_cli_ranges(dagbag):
                 ("nanodata_tokenizer", "max_chars"): ranges.MAX_CHARS,
                 ("nanodata_cpp_corpus", "max_tokens"): ranges.MAX_TOKENS,
                 ("nanodata_cpp_corpus", "max_file_bytes"): ranges.MAX_FILE_BYTES,
-                ("nanodata_cpp_corpus", "rows_per_file"): ranges.ROWS_PER_FILE}
+                ("nanodata_cpp_corpus", "rows_per_file"): ranges.ROWS_PER_FILE,
+                ("nanodata_cpp_corpus", "shard_mb"): ranges.SHARD_MB}
     for (dag_id, name), allowed in expected.items():
         schema = dagbag.dags[dag_id].params.get_param(name).schema
         assert {k: schema.get(k) for k in allowed.param()} == allowed.param(), (dag_id, name)

@@ -39,7 +39,7 @@ MODE_HELP = """modes:
 every doc is <= --max-tokens counted with the real tokenizer; every non-blank source line reaches the
 docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
 and closing lines), only a single statement larger than the budget at line boundaries. Output lines:
-{"text","n_tokens","mode","source","kind"}; OUTPUT.done (the summary as JSON) is written last. With
+{"text","n_tokens","mode","source","lines","kind"}; OUTPUT.done (the summary as JSON) is written last. With
 --parquet-dir the docs go straight into parquet shards (to-parquet's split, shuffle and manifest;
 --rows-per-file, --val-fraction and --seed apply only there)."""
 
