@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nanodata.errors import NanodataError
+from nanodata.storage.files import file_digest
 from nanodata.storage.uri import local_copy, read_bytes, write_bytes, write_file
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ MIN_SECRET_CHARS = 16      # of a secret given as text (the Variable, the enviro
 MAC_BYTES = 32
 MAC_SUFFIX = ".mac"        # a staged file's seal, beside it
 SEAL_MAGIC = b"nds1"
-READ_BLOCK = 8 << 20
 
 
 def secret_path() -> Path:
@@ -127,22 +127,8 @@ STAGED = b"nanodata-staged"
 
 
 def _file_mac(secret: Secret, uri: str, path: Path) -> bytes:
-    h = hashlib.blake2b(digest_size=MAC_BYTES, key=secret.key, person=STAGED)
-    name = uri.encode("utf-8", "surrogateescape")
-    h.update(len(name).to_bytes(8, "little"))
-    h.update(name)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(READ_BLOCK), b""):
-            h.update(block)
-    return h.digest()
-
-
-def _missing(exc: Exception) -> bool:
-    if isinstance(exc, FileNotFoundError):
-        return True
-    from google.api_core.exceptions import NotFound
-
-    return isinstance(exc, NotFound)
+    """The seal's MAC: over where the file is put and its bytes (their streamed sha256)."""
+    return secret.mac(STAGED, uri.encode("utf-8", "surrogateescape"), file_digest(path).encode())
 
 
 def seal_file(path: str | os.PathLike, uri: str, secret: Secret) -> None:
@@ -165,9 +151,7 @@ def checked_file(uri: str, path: str | os.PathLike, secret: Secret) -> Path | No
         return None
     try:
         local = local_copy(uri, path)
-    except Exception as exc:  # a file gone from under its seal
-        if not _missing(exc):
-            raise
+    except FileNotFoundError:  # a file gone from under its seal
         log.warning("staged file %s: missing: made again", uri)
         return None
     if len(seal) != len(SEAL_MAGIC) + MAC_BYTES or seal[:len(SEAL_MAGIC)] != SEAL_MAGIC \

@@ -67,7 +67,9 @@ class _Conv:
         self.name = name
 
 
-def _scalar(kind: type) -> _Conv:
+def _scalar(kind: type, widened: tuple = ()) -> _Conv:
+    """A scalar of exactly `kind` (an int is not a bool); `widened`: JSON types read back as kind too (a float
+    whose value is whole, 1e16, is written as an int's digits)."""
     conv = _Conv(kind.__name__)
 
     def enc(v, blobs):
@@ -76,26 +78,11 @@ def _scalar(kind: type) -> _Conv:
         return v
 
     def dec(v, ctx):
-        if type(v) is not kind:
-            _fail(kind.__name__, v)
-        return v
-
-    conv.enc, conv.dec = enc, dec
-    return conv
-
-
-def _float() -> _Conv:
-    conv = _Conv("float")
-
-    def enc(v, blobs):
-        if type(v) is not float:
-            raise TypeError(f"expected float, got {type(v).__name__}")
-        return v
-
-    def dec(v, ctx):
-        if type(v) is float or type(v) is int:  # JSON writes 1e16 as an int's digits
-            return float(v)
-        _fail("float", v)
+        if type(v) is kind:
+            return v
+        if type(v) in widened:
+            return kind(v)
+        _fail(kind.__name__, v)
 
     conv.enc, conv.dec = enc, dec
     return conv
@@ -368,7 +355,7 @@ class Codec:
         if hint in (str, int, bool):
             return _scalar(hint)
         if hint is float:
-            return _float()
+            return _scalar(float, (int,))
         if hint is bytes:
             return _bytes()
         if hint is type(None) or hint is None:

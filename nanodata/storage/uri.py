@@ -259,14 +259,20 @@ def write_file(path: str | os.PathLike, uri: str | os.PathLike) -> None:
 
 
 def local_copy(uri: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """A local path holding uri's bytes: uri itself when local, else a crc32c-checked download to `path`."""
+    """A local path holding uri's bytes: uri itself when local, else a crc32c-checked download to `path`;
+    FileNotFoundError when there is no such file or object."""
     side, name = _split(uri)
     if isinstance(side, LocalSide):
         if not side.path(name).is_file():
             raise FileNotFoundError(f"{uri}: no such file")
         return side.path(name)
+    from google.api_core.exceptions import NotFound
+
     blob = side.blob(name)
-    with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    try:
+        with_retries(lambda: blob.reload(retry=None, timeout=TIMEOUT), f"stat {uri}")
+    except NotFound:
+        raise FileNotFoundError(f"{uri}: no such object") from None
     path = Path(path)
     with_retries(lambda: LocalSide(path.parent).receive(path.name, Entry(blob.size, blob.crc32c),
                                                         lambda f: side.read_into(name, f)), f"download {uri}")

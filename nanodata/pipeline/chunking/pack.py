@@ -243,9 +243,8 @@ class DocBuilder:
         self.n_units += bool(text) or lines is not None  # (a member without text adds no line: alone, no doc)
 
     def finish(self, kind: str, source: str, cut: bool = False) -> Doc:
-        text = "".join(self.pieces) + "".join(entry[2] for entry in reversed(self.scope))
         self._close(self.scope)
-        return Doc(text, self.tokens + closing_cost(self.scope), kind, source, cut, self.body())
+        return Doc("".join(self.pieces), self.tokens + closing_cost(self.scope), kind, source, cut, self.body())
 
     def body(self) -> tuple[int, int] | None:
         """The lines of the root file the doc holds as they stand there: from its first unit to its last, with the
@@ -510,12 +509,10 @@ class Packer:
         without its scope's lines (a long doc comment in a namespace) is a doc of its own instead, uncut, where no
         line of the scope borders it (that line would be its doc's alone)."""
         file, lines = self.where(ref)
-        text = self.text(ref)
+        text, whole = self.text(ref), self.shape(ref)[1]
         before, after = _bordering(scope, lines) if lines is not None else ("", "")  # the scope's lines bordering it
-        if not before and not after and self.shape(ref)[1] <= self.budget:
-            builder = self.builder([])
-            builder.add((), text, self.shape(ref)[1], (file, lines))
-            return [builder.finish("split", source)]
+        if not before and not after and whole <= self.budget:
+            return [self._alone_in((), text, whole, (file, lines), source, cut=False)]
         self.stats["oversized_statement_cuts"] += 1
         wrapping = sum(entry[1] for entry in scope) + closing_cost(scope)
         if 2 * wrapping > self.budget:  # the scope would leave too little room: cut bare, with the scope's lines
@@ -531,16 +528,18 @@ class Packer:
                 # a piece that starts or ends inside a comment or literal would swallow its scope's closing lines
                 # (or spill into code): it goes bare, unless its scope's lines border it (they are its own)
                 bordered = number == 0 and before or number == len(pieces) - 1 and after
-                builder = self.builder([])
-                builder.add(scope, piece, tokens, where)
-                doc = builder.finish("split", source, cut=True)
+                doc = self._alone_in(scope, piece, tokens, where, source)
                 if scope and not bordered and not balanced(doc.text):
-                    builder = self.builder([])
-                    builder.add((), piece, tokens, where)
-                    doc = builder.finish("split", source, cut=True)
+                    doc = self._alone_in((), piece, tokens, where, source)
                 docs.append(doc)
             line = line + ends if line is not None else None
         return docs
+
+    def _alone_in(self, scope: tuple, text: str, tokens: int, where, source: str, cut: bool = True) -> Doc:
+        """A `split` doc of one text (a piece of a statement, or a statement whole) inside `scope`."""
+        builder = self.builder([])
+        builder.add(scope, text, tokens, where)
+        return builder.finish("split", source, cut)
 
     def pack(self, bundles: list[list], preamble: list, source: str, kind: str = "chunk") -> list[Doc]:
         """Greedy: add each bundle whole to the current doc or start a new one; deps repeat per doc.
