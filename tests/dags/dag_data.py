@@ -48,7 +48,7 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
     chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned, **chunk_kw)]
-    run_tail(dest, planned, chunks, params)
+    run_tail(dest, planned, params)
     return planned, chunks, cpp_corpus.publish(dest, planned["stage"], planned["key"])
 
 
@@ -60,7 +60,7 @@ def set_buckets(stage: str, buckets: int) -> None:
     storage.write_json(f"{stage}/plan.json", {**plan, "buckets": buckets})
 
 
-def run_tail(dest: str, planned: dict, chunks: list[dict], params: dict) -> list[dict]:
+def run_tail(dest: str, planned: dict, params: dict) -> list[dict]:
     """near-dedup (every near task), route (settle first), every bucket task, every shard task: the steps after
     chunk."""
     from nanodata.jobs import cpp_corpus

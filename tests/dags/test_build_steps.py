@@ -58,7 +58,7 @@ def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
     mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "dest").rglob("*") if p.is_file()}
     ref = planned["chunk"][0]
     assert cpp_corpus.chunk_batch(ref, mode="basic", max_tokens=256, tokenizer="cl100k_base") == chunks[0]
-    assert run_tail(dest, planned, chunks, PARAMS) == run_tail(dest, planned, chunks, PARAMS)
+    assert run_tail(dest, planned, PARAMS) == run_tail(dest, planned, PARAMS)
     assert cpp_corpus.publish(dest, stage, key) == info and report_build(info["uri"]) == report
     assert cpp_corpus.plan(str(src), dest, PARAMS) == {"key": key, "stage": stage, "parse": [], "chunk": [], "near": []}
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "dest").rglob("*") if p.is_file()} == mtimes

@@ -220,8 +220,9 @@ def test_a_killed_mapped_task_retried_leaves_no_duplicate_or_lost_doc(source, tm
     dest = str(tmp_path / "killed")
     planned = cpp_corpus.plan(str(source), dest, params, partition_mb=0.04)
     chunk_kw = {k: params[k] for k in ("mode", "max_tokens", "tokenizer")}
-    chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned)]
-    run_tail(dest, planned, chunks, params)
+    for ref in cpp_corpus.index(planned):
+        cpp_corpus.chunk_batch(ref, **chunk_kw)
+    run_tail(dest, planned, params)
     stage, build = Path(planned["stage"]), Path(dest) / "builds" / planned["key"]
     # "kill" bucket 0 and shard 0 after their data, before their summaries; leave half-written leftovers
     (stage / "routed" / "00000.json").unlink()
@@ -229,7 +230,7 @@ def test_a_killed_mapped_task_retried_leaves_no_duplicate_or_lost_doc(source, tm
     shard0 = sorted(build.glob("shard_00000_*.parquet"))[0]
     shard0.write_bytes(shard0.read_bytes()[:100])
     (build / (shard0.name + ".tmp")).write_bytes(b"partial")
-    run_tail(dest, planned, chunks, params)  # the retries
+    run_tail(dest, planned, params)  # the retries
     cpp_corpus.publish(dest, planned["stage"], planned["key"])
     assert _build_files(dest, planned["key"]) == reference
 

@@ -61,7 +61,7 @@ def _build(src, dest: Path, after_parse=None, after_index=None, secrets=(None, N
     if after_index:
         after_index(stage)
     chunks = [cpp_corpus.chunk_batch(ref, cache_secret=secrets[1], **CHUNK) for ref in refs]
-    run_tail(str(dest), planned, chunks, PARAMS)
+    run_tail(str(dest), planned, PARAMS)
     cpp_corpus.publish(str(dest), stage, planned["key"])
     build = f"{dest}/builds/{planned['key']}"
     corpus = {n: storage.read_bytes(f"{build}/{n}") for n in storage.list_names(build) if not n.startswith("report/")}
