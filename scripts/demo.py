@@ -147,7 +147,7 @@ def main() -> int:
     print(f"report     {index} (also {latest['uri']}/report/ in the bucket)")
     print(f"total      {time.perf_counter() - started:.0f} s; everything is under {OUT}/\n")
     print("next       open the report in a browser: file://" + str(index))
-    print("           the Airflow UI: run the commands of README.md \"The web UI with `airflow standalone`\" from")
+    print("           the Airflow UI: run the commands under README.md's \"The web UI locally\" (Airflow DAGs) from")
     print(f"           {airflow_local.REPO}; its GCS emulator serves {OUT / 'gcs'}, so Browse > Corpus reports")
     print("           lists this build, and the trigger form runs nanodata_cpp_corpus again")
     return 0
