@@ -305,17 +305,17 @@ FIDELITY_COLUMNS = ("project", "lines", "lines_kept_pct", "docs", "balanced_docs
 
 
 def fidelity_section(fidelity: dict | None) -> str:
-    """How faithful the chunks are to their source, per project (issue 20): the share of non-blank source lines
-    the docs keep (goal 100%), the share of docs whose braces and parens balance, the statements larger than
-    max_tokens cut by lines (the docs they made are the only ones that may not balance), the files laid
-    out by their braces because tree-sitter could not parse them, and (compilable) the types a cycle of bases
-    or primary templates placed before one of them (issue 31)."""
+    """How faithful the chunks are to their source, per project: the share of source lines the docs keep as
+    written (blank lines included; every line is expected), the share of docs whose braces and parens balance,
+    the statements larger than max_tokens cut by lines (the docs they made are the only ones that may not
+    balance), the files laid out by their braces because tree-sitter could not parse them, and (compilable) the
+    types a cycle of bases or primary templates placed before one of them."""
     if not fidelity:
         return ""
     rows = [{"project": "(all)", **fidelity["total"]}]
     rows += [{"project": name, **stats} for name, stats in fidelity["by_project"].items()]
-    return ("<h2>Fidelity to the source</h2><p>Per project, before duplicates were dropped: lines kept (of the "
-            "non-blank source lines; goal 100%), docs whose <code>{}</code> and <code>()</code> balance, statements "
+    return ("<h2>Fidelity to the source</h2><p>Per project, before duplicates were dropped: lines kept as written (of "
+            "every source line, blank lines included), docs whose <code>{}</code> and <code>()</code> balance, statements "
             "larger than max_tokens cut by lines and the docs they made, files tree-sitter could not parse (laid out "
             "by their braces), types placed before a base or primary template by a cycle of them (compilable; "
             "examples in the chunk summary)</p>" + _columns_table(FIDELITY_COLUMNS, rows))

@@ -36,7 +36,7 @@ MODE_HELP = """modes:
   project     cross-file over --project-dirs; projects ordered by their #include dependencies
   compilable  per function: preamble, needed types in dependency order, callees first; falls back to
               dropping cross-file functions, then preamble + named types + the function
-every doc is <= --max-tokens counted with the real tokenizer; every non-blank source line reaches the
+every doc is <= --max-tokens counted with the real tokenizer; every source line, as written, reaches the
 docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
 and closing lines), only a single statement larger than the budget at line boundaries. Output lines:
 {"text","n_tokens","mode","source","lines","kind"}; OUTPUT.done (the summary as JSON) is written last. With
