@@ -1,4 +1,4 @@
-"""How faithful chunks are to their source, and how fast, next to the pre-#20 chunker in the same run (issue 20).
+"""How faithful chunks are to their source, and how fast, next to a reference chunker in the same run.
 
 Per real tree and mode (basic, compilable; --max-tokens 2048): the share of the tree's non-blank lines its
 docs keep (goal 100%), the share of docs whose `{}` and `()` balance (braces.balanced), and docs/s and
@@ -41,8 +41,8 @@ FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "i
 TREES = ("libstdc++", "fmt", "tests")
 MODES = ("basic", "compilable")
 MAX_TOKENS = 2048
-# The issue's speed goal is relative to the chunker before it (its last commit before #20 landed); `main`
-# now holds the new chunker, so comparing against main would compare it with itself.
+# The reference: the last chunker that laid files out line by line, before the syntax-tree layout (comparing
+# against main would compare the chunker with itself).
 REFERENCE = "b6cbf20"
 
 # Runs in a child: chunks a tree with the checkout given first on sys.path, once per line read from stdin,
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=MODES)
     parser.add_argument("--runs", type=int, default=9, help="timed runs of each checkout, taken in turns")
     parser.add_argument("--reference", default=REFERENCE, help=f"git revision to compare with (default {REFERENCE}: "
-                        "the chunker before issue 20)")
+                        "the line-by-line chunker)")
     args = parser.parse_args([] if __name__ != "__main__" else None)
     with tempfile.TemporaryDirectory(prefix="nanodata-fidelity-") as tmp:
         tmp = Path(tmp)

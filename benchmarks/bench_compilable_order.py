@@ -1,4 +1,4 @@
-"""Classes placed before a base or before their primary template in compilable docs (issue 31), this checkout
+"""Classes placed before a base or before their primary template in compilable docs, this checkout
 beside a reference revision (default main), on real trees.
 
 Each tree is chunked in compilable mode at --max-tokens (default 2048; 1 worker) by each checkout in a child

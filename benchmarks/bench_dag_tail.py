@@ -1,4 +1,4 @@
-"""The corpus DAG's unmapped share of task time, from the Airflow metadata DB, and the staging it leaves (issue 19).
+"""The corpus DAG's unmapped share of task time, from the Airflow metadata DB, and the staging it leaves.
 
 A real Airflow (SQLite metadata DB, `dag.test()`, in a child process with its own AIRFLOW_HOME) builds
 `nanodata_cpp_corpus` from one `.jsonl.gz` of ~200 MB of real C++ (the headers under /usr/include, each
@@ -30,7 +30,7 @@ PARTITION_MB = 10
 WORKERS = 32
 GOAL_SHARE, GOAL_STAGING = 0.03, 1 << 20
 BEFORE_SHARE = 0.069
-BEFORE = "the mapped tail's first cut, 10.2x at 32 workers; main before issue 19: 7.8%, 9.4x"
+BEFORE = "the mapped tail's first cut, 10.2x at 32 workers; the one-task tail: 7.8%, 9.4x"
 REAL_BYTES = 27.5e9  # the real C++ corpus's text, our estimate (DESIGN.md)
 
 CHILD = textwrap.dedent("""

@@ -1,4 +1,4 @@
-"""Splitting a .jsonl.gz for mapped tasks: one pass that yields a seek index, then a range read per task (issue 19).
+"""Splitting a .jsonl.gz for mapped tasks: one pass that yields a seek index, then a range read per task.
 
 On ~150 MB (decompressed) of chunker-like JSONL, gzip level 6: wall time of a full pass with Python's
 gzip (what plan did before: decompress everything, serially), with rapidgzip at 1 and at all cores

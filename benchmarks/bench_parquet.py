@@ -25,8 +25,8 @@ from pathlib import Path
 
 SIZE_MB = 96
 ROWS_PER_FILE = 8192  # ~18 MB of docs per shard, so the 96 MB input spans several and memory stays bounded
-GOAL = 0.6  # of the reference's MB/s (issue 31)
-GOAL_MB_S = 48  # what to-parquet ran at before issue 19's spool parsed each line twice
+GOAL = 0.6  # of the reference's MB/s
+GOAL_MB_S = 48  # what to-parquet ran at when its spool parsed each line twice
 
 
 def write_chunker_like_jsonl(path: Path, size_mb: int, seed: int = 0) -> int:

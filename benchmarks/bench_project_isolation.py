@@ -1,4 +1,4 @@
-"""How many of a project's docs change when neighbours sit beside it (issue 19; goal 0).
+"""How many of a project's docs change when neighbours sit beside it(goal 0).
 
 A real C++ tree (default: the fmt library torch ships, ~600 KB) is chunked alone, then next to a
 vendored copy of itself (one comment changed per file, as a vendored copy drifts) and an unrelated

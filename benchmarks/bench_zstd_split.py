@@ -1,4 +1,4 @@
-"""Splitting a .jsonl.zst for mapped tasks: plan's one pass, what it stages, and one task's range (issue 19).
+"""Splitting a .jsonl.zst for mapped tasks: plan's one pass, what it stages, and one task's range.
 
 On ~150 MB (decompressed) of chunker-like JSONL: `plan_partitions` at 10 MB partitions over the same data as
 a .zst of 1 MB frames (as pzstd or the seekable format write them) and as one frame (what `zstd` writes):
