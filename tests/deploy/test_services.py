@@ -7,12 +7,13 @@ import uuid
 import psycopg2
 import redis
 import services
+from support.ports import free_port
 
 
 def test_servers_are_started_when_nothing_answers(monkeypatch):
-    unused = f"127.0.0.1:{services.free_port()}"
+    unused = f"127.0.0.1:{free_port()}"
     monkeypatch.setattr(services, "PG_ADDRESS", unused)
-    monkeypatch.setattr(services, "REDIS_ADDRESS", f"127.0.0.1:{services.free_port()}")
+    monkeypatch.setattr(services, "REDIS_ADDRESS", f"127.0.0.1:{free_port()}")
     with services.postgres() as pg, services.redis_url() as url:
         assert f"{pg['host']}:{pg['port']}" != unused and pg["host"] == "127.0.0.1"
         name = f"nanodata_probe_{uuid.uuid4().hex[:8]}"  # a database of our own, as the deployment tests make

@@ -5,7 +5,7 @@ import shutil
 
 from corpus import write_corpus
 from faults import nanodata_cmd, run, run_on_small_disk, same_tree
-from foundation.fault_server import FaultServer
+from support.fault_server import FaultServer
 
 
 def test_full_disk_stops_with_one_line_and_rerun_is_clean(tmp_path):

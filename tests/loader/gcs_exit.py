@@ -25,6 +25,7 @@ HERE = Path(__file__).parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # run as a script too (make faults)
 
 from corpus import write_corpus  # noqa: E402
+from support.gcs_emulator import emulator_env  # noqa: E402
 
 from nanodata import corpus  # noqa: E402
 from nanodata.testing.emulator import GcsEmulator  # noqa: E402
@@ -68,8 +69,7 @@ class Bucket:
         self.state_file = root / "state.json"
         local = root / "local"
         write_corpus(local, n_files=4, docs_per_file=60, row_group_size=8)  # 3 train files of 8 row groups
-        with GcsEmulator(root=root / "emulator") as emulator, env(STORAGE_EMULATOR_HOST=emulator.host,
-                                                                  GOOGLE_CLOUD_PROJECT="nanodata-test"):
+        with GcsEmulator(root=root / "emulator") as emulator, env(**emulator_env(emulator)):
             emulator.create_bucket(BUCKET)
             corpus.sync(local, self.uri)
             self.state_file.write_text(json.dumps(first_state(self.uri)))
@@ -106,7 +106,7 @@ def run_once(bucket: Bucket, case: str, phase: str, seed: int) -> Outcome:
     delay = rng.uniform(0, 1.0) if phase in ("first-read", "resume") else rng.uniform(0, 0.05)
     emulator = GcsEmulator(root=bucket.root / "emulator").start()
     stderr = tempfile.TemporaryFile()
-    child_env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.host, "GOOGLE_CLOUD_PROJECT": "nanodata-test",
+    child_env = {**os.environ, **emulator_env(emulator),
                  # NANODATA_FAULT_CODE: another checkout's root, to measure that version of the loader the same way
                  "PYTHONPATH": os.pathsep.join([os.environ.get("NANODATA_FAULT_CODE", str(HERE.parents[1])),
                                                 os.environ.get("PYTHONPATH", "")])}

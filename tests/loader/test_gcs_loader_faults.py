@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from batches import take
 from corpus import make_docs, write_parquet
-from foundation.fault_server import FaultServer
 from loader_helpers import assert_same_batches, small_bestfit, write_manifest, write_manifest_corpus
+from support.fault_server import FaultServer
 
 from nanodata import corpus, dataset, storage
 from nanodata.errors import NanodataError

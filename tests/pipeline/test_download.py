@@ -1,15 +1,15 @@
 """nanodata.pipeline.download against a real local HTTP server that injects 500s, drops, truncation, garbage."""
 
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 from corpus import write_corpus
-from foundation.fault_server import FaultServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fault_server import FaultServer
+from support.ports import free_port
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline import download
@@ -26,13 +26,6 @@ def remote(tmp_path):
 
 def fast(**kw):
     return dict(backoff_base=0.0, progress=False, **kw)
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def assert_same_files(src, dst, n):

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from foundation.fault_server import FaultServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fault_server import FaultServer
 
 from nanodata import storage
 from nanodata.cli import main as cli_main

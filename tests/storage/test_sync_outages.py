@@ -6,22 +6,19 @@ import time
 
 import pytest
 import requests
-from foundation.fault_server import FaultServer
+from support.fault_server import FaultServer
 
 from nanodata import corpus, storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.sources import tree_files
 from nanodata.storage.sides import GcsSide, LocalSide
-from nanodata.testing.emulator import GcsEmulator
 
 
 @pytest.fixture
-def own_emulator(tmp_path, monkeypatch):
-    """A private emulator, so stopping it cannot disturb the session one other tests share."""
-    with GcsEmulator(root=tmp_path / "gcs") as emulator:
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
-        emulator.create_bucket("faults")
-        yield emulator
+def own_emulator(own_gcs_emulator):
+    """A private emulator (stopping it cannot disturb the session one other tests share) with bucket "faults"."""
+    own_gcs_emulator.create_bucket("faults")
+    return own_gcs_emulator
 
 
 def make_files(root, n, size):
