@@ -47,8 +47,10 @@ from nanodata.jobs.stage import (
     REUSE,
     STAGED,
     UNITS,
+    broken_seals,
     build_uri,
     cache_uri,
+    done_json,
     each_item,
     item_name,
     item_uri,
@@ -64,9 +66,23 @@ from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.ranges import CACHE_KEEP, NEAR_THRESHOLD, PARTITION_MB
-from nanodata.storage import is_gcs, read_json, read_jsons, write_json
+from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
-from nanodata.storage.auth import Secret, checked_file, load_secret, seal_file
+from nanodata.storage.auth import (
+    MAC_SUFFIX,
+    BrokenSeal,
+    Secret,
+    checked_file,
+    load_secret,
+    read_sealed,
+    read_sealed_json,
+    read_sealed_jsons,
+    seal_bytes,
+    seal_file,
+    seal_in_place,
+    seal_json,
+    sealed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +90,19 @@ SEED = 42  # parquet shuffle seed: fixed, so a build is a pure function of its k
 
 
 def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_MB.default,
-         max_batches: int = MAX_MAPPED_TASKS) -> dict:
+         max_batches: int = MAX_MAPPED_TASKS, cache_secret: Secret | str | None = None) -> dict:
     """List and hash the inputs, cut them into partitions; return the mapped tasks' batches:
     {"key", "stage", "parse": [...], "chunk": [...], "near": [...]} (parse is empty in local modes, near without
     near-dedup; all are empty when the build is up to date).
 
     Up to date = this key's build is complete and latest.json already points at it: nothing to do,
     nothing written. A complete build that latest.json does not point at (inputs reverted to an
-    earlier state) goes through the steps again, which find their outputs and only re-publish.
+    earlier state) goes through the steps again, which find their outputs and only re-publish. cache_secret: what
+    seals the staged files (every step is given the same; None: nanodata.storage.auth.load_secret); a plan.json
+    that is not as sealed is planned again.
     """
-    PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    PARTITION_MB.check("partition_mb", partition_mb)
+    secret = load_secret(cache_secret)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
     _check_cleaning(params)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nanodata-plan-") as listings:  # the trees' files, hashed once
@@ -94,22 +113,52 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
         if is_complete(build_uri(dest, key)) and latest is not None and latest.key == key:
             log.info("build %s is up to date (%d inputs unchanged): nothing to do", key, len(inputs))
             return {"key": key, "stage": stage, "parse": [], "chunk": [], "near": []}
-        planned = read_json(plan_uri(stage))
+        planned = done_json(plan_uri(stage), secret)
         if planned is None:
             partition_bytes = int(partition_mb * 2 ** 20)
             n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS, listings)
+            _seal_partitions(stage, n, secret)
             planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
                        "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
                        "batches": batch_bounds(n, max_batches), "near": _near_plan(params, total),
                        "cache": cache_uri(dest)}
-            write_json(timing_uri(stage, "plan"), {"seconds": round(time.perf_counter() - started, 3)})
-            write_json(plan_uri(stage), planned)
+            seal_json(timing_uri(stage, "plan"), {"seconds": round(time.perf_counter() - started, 3)}, secret)
+            seal_json(plan_uri(stage), planned, secret)
     log.info("build %s: %d inputs in %d partitions of <= %g MB, %d batches", key, len(inputs),
              planned["partitions"], partition_mb, len(planned["batches"]))
     refs = [{"key": key, "stage": stage, "batch": b, "cache": cache_uri(dest)} for b in range(len(planned["batches"]))]
     near = [{"key": key, "stage": stage, "group": g} for g in range((planned["near"] or {}).get("groups", 0))]
     return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs,
             "near": near}
+
+
+def _seal_partitions(stage: str, count: int, secret: Secret) -> None:
+    """Seal what plan_partitions staged (it writes plainly): the partitions, then the gzip seek indexes and
+    decompressed files they name, each read back once."""
+    uris = [parts.partition_uri(stage, number) for number in range(count)]
+    seal_in_place(uris, secret)
+    named = {uri for partition in read_sealed_jsons(uris, secret, required=True)
+             for uri, _ in _staged_pieces(partition)}
+    seal_in_place(sorted(named), secret)
+
+
+def _staged_pieces(partition: dict):
+    """(URI, (piece, field)) of each staged file a partition's pieces name: a gzip input's seek index, a
+    decompressed file (a piece read from a file other than its input)."""
+    for piece in partition["pieces"]:
+        if piece.get("gzindex"):
+            yield piece["gzindex"], (piece, "gzindex")
+        if piece["kind"] == "jsonl" and piece["uri"] != piece["display"]:
+            yield piece["uri"], (piece, "uri")
+
+
+def _load_partition(stage: str, number: int, tmp: Path, secret: Secret) -> dict:
+    """Partition `number` under its seal, each staged file it names replaced by a checked local copy (in `tmp`, or
+    the staged file itself when local). Only plan makes them: one not as sealed stops the task (broken_seals)."""
+    partition = read_sealed_json(parts.partition_uri(stage, number), secret, required=True)
+    for uri, (piece, name) in list(_staged_pieces(partition)):
+        piece[name] = str(sealed(uri, secret, required=True).local(tmp / uri.rsplit("/", 1)[-1]))
+    return partition
 
 
 def _check_cleaning(params: dict) -> None:
@@ -146,59 +195,63 @@ def _near_plan(params: dict, total_bytes: int) -> dict | None:
     return {"threshold": threshold, "groups": group_count(total_bytes // AVERAGE_FILE_BYTES, bands)}
 
 
-def _signed(stage: str, plan_: dict) -> list[tuple[int, dict]]:
+def _signed(stage: str, plan_: dict, secret: Secret) -> list[tuple[int, dict]]:
     """Each partition's signature counts and band offsets, from the summaries of the pass that read its files."""
     kind = UNITS if plan_["params"]["mode"] in GLOBAL_MODES else DOCS
-    summaries = read_jsons(item_uris(stage, kind, plan_["partitions"]))
+    summaries = read_sealed_jsons(item_uris(stage, kind, plan_["partitions"]), secret)
     missing = [p for p, s in enumerate(summaries) if s is None or "near" not in s]
     if missing:
         raise RuntimeError(f"partition {missing[0]} has no signatures ({item_uri(stage, kind, missing[0])})")
     return [(p, s["near"]) for p, s in enumerate(summaries)]
 
 
-def near_batch(ref: dict) -> dict:
-    """Mapped, after every file pass: one group of LSH bands, its candidate pairs verified into near/edges/."""
+def near_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
+    """Mapped, after every file pass: one group of LSH bands, its candidate pairs verified into near/edges/.
+    cache_secret: as plan's."""
     from nanodata.pipeline.dedup.minhash import lsh_shape
     from nanodata.pipeline.dedup.near import find_edges, group_bands, signed_partitions
 
     stage, group = ref["stage"], ref["group"]
+    secret = load_secret(cache_secret)
     edges_uri = item_uri(_near(stage), "edges", group)
-    summary = read_json(edges_uri)
+    summary = done_json(edges_uri, secret)
     if summary is None:
         started = time.perf_counter()
-        plan_ = read_json(plan_uri(stage))
-        threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
-        partitions, _, _ = signed_partitions(_signed(stage, plan_))
-        bands = group_bands(lsh_shape(threshold)[0], groups, group)
-        summary = find_edges(_near(stage), group, bands, partitions, threshold)
+        with broken_seals(stage):
+            plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
+            threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
+            partitions, _, _ = signed_partitions(_signed(stage, plan_, secret))
+            bands = group_bands(lsh_shape(threshold)[0], groups, group)
+            summary = find_edges(_near(stage), group, bands, partitions, threshold, secret)
         summary["seconds"] = round(time.perf_counter() - started, 3)
-        write_json(edges_uri, summary)
+        seal_json(edges_uri, summary, secret)
         log.info("near group %d (bands %d-%d): %d candidate pairs, %d verified, %.1f s", group, bands.start,
                  bands.stop - 1, summary["candidate_pairs"], summary["edges"], summary["seconds"])
     return {"key": ref["key"], "stage": stage, **summary}
 
 
-def settle(stage: str, key: str) -> dict:
+def settle(stage: str, key: str, secret: Secret) -> dict:
     """After the near tasks (route's first act: one unmapped task fewer): the verified pairs' clusters,
     near/removed.bin (the files whose docs the bucket tasks drop) and near/summary.json. Returns its counts ({}
     without near-dedup)."""
     from nanodata.pipeline.dedup import near
 
-    plan_ = read_json(plan_uri(stage))
+    plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
     if plan_.get("near") is None:
         return {}
-    summary = read_json(_near_summary(stage))
+    summary = done_json(_near_summary(stage), secret)
     if summary is None:
-        with _timed(stage, "settle"):
-            _, by_project, _ = near.signed_partitions(_signed(stage, plan_))
-            summary = near.settle(_near(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"])
+        with _timed(stage, "settle", secret):
+            _, by_project, _ = near.signed_partitions(_signed(stage, plan_, secret))
+            summary = near.settle(_near(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"],
+                                  secret)
         log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", key,
                  summary["files_removed"], summary["files_signed"], summary["bytes_removed"], summary["clusters"])
     return {k: summary[k] for k in ("files_removed", "bytes_removed", "clusters", "files_signed")}
 
 
-def _batch_partitions(stage: str, batch: int) -> list[int]:
-    start, stop = read_json(plan_uri(stage))["batches"][batch]
+def _batch_partitions(stage: str, batch: int, secret: Secret) -> list[int]:
+    start, stop = read_sealed_json(plan_uri(stage), secret, required=True)["batches"][batch]
     return list(range(start, stop))
 
 
@@ -230,7 +283,7 @@ def _near_summary(stage: str) -> str:
 
 
 @contextlib.contextmanager
-def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict):
+def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict, secret: Secret):
     """The near-dedup sink of a partition's file pass (None when the build does not near-dedupe): its files go to
     near/ and its counts into the partition's summary (`near`) once the pass is done."""
     from nanodata.pipeline.dedup.near import SignatureSink, store_signatures
@@ -241,17 +294,18 @@ def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dic
     sink = SignatureSink(tmp / "near", settings["near"])
     yield sink
     summary["near"] = sink.close(partition)
-    store_signatures(sink.directory, _near(stage), partition)
+    store_signatures(sink.directory, _near(stage), partition, secret)
 
 
-def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
+def _each_partition(stage: str, batch: int, kind: str, work, secret: Secret) -> dict:
     """Run work(partition, tmp dir) -> summary for each partition of a batch not yet done (stage.each_item); the
     summary (kind/NNNNN.json) is written after the partition's data. Returns the batch's totals."""
     from nanodata.pipeline.chunking.reuse import totals as reuse_totals
 
     totals: dict = {"partitions": 0, "files_read": 0, "bytes_read": 0, "files_skipped": 0, "files_failed": 0,
                     "docs": 0, "tokens": 0, "doc_bytes": 0}
-    for number, summary, ran in each_item(stage, kind, _batch_partitions(stage, batch), _partition_run(stage, kind, work)):
+    for number, summary, ran in each_item(stage, kind, _batch_partitions(stage, batch, secret),
+                                          _partition_run(stage, kind, work, secret), secret):
         if ran:
             reuse = reuse_totals(summary.get("reuse", {}))
             log.info("%s partition %d: %s files read (%.1f MB), %s skipped, %s failed, %s docs, %s tokens, %.1f s, "
@@ -268,10 +322,10 @@ def _each_partition(stage: str, batch: int, kind: str, work) -> dict:
     return totals
 
 
-def _partition_run(stage: str, kind: str, work):
+def _partition_run(stage: str, kind: str, work, secret: Secret):
     """run(number, tmp dir) -> summary of one partition for stage.each_item: work(partition, tmp) timed."""
     def run(number, tmp):
-        partition = parts.load_partition(stage, number)
+        partition = _load_partition(stage, number, tmp, secret)
         log.info("%s %s", kind, parts.describe(partition))
         started = time.perf_counter()
         summary = work(partition, tmp)
@@ -282,11 +336,9 @@ def _partition_run(stage: str, kind: str, work):
     return run
 
 
-def _used_keys(tally, stage: str, kind: str, partition: int) -> dict:
+def _used_keys(tally, stage: str, kind: str, partition: int, secret: Secret) -> dict:
     """Record the cache keys a partition's file pass used (reuse/, read by cleanup); its per-project counts."""
-    from nanodata import storage
-
-    storage.write_bytes(reuse_keys_uri(stage, kind, partition), bytes(tally.reuse.used))
+    seal_bytes(reuse_keys_uri(stage, kind, partition), bytes(tally.reuse.used), secret)
     return tally.reuse.to_dict()
 
 
@@ -301,7 +353,9 @@ def parse_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     settings = _settings(params, ref, reuse, secret)
     stage = ref["stage"]
     work = _parse_work(stage, settings, params.get("max_file_bytes"), secret)
-    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], UNITS, work)}
+    with broken_seals(stage):
+        totals = _each_partition(stage, ref["batch"], UNITS, work, secret)
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **totals}
 
 
 def _parse_work(stage: str, settings: dict, max_file_bytes: int | None, secret: Secret):
@@ -312,10 +366,10 @@ def _parse_work(stage: str, settings: dict, max_file_bytes: int | None, secret: 
         store = tmp / "units.sqlite"
         tally = Tally()
         signed: dict = {}
-        with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
+        with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:
             parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally, sink=sink)
         seal_file(store, item_uri(stage, UNITS, partition["partition"], ".sqlite"), secret)
-        return {**tally.counts(), **signed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"])}
+        return {**tally.counts(), **signed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"], secret)}
 
     return work
 
@@ -334,6 +388,20 @@ def _units(stage: str, number: int, path: Path, secret: Secret, reparse) -> Path
     return local
 
 
+def _parsed(stage: str, number: int, secret: Secret, reparse) -> dict:
+    """Partition `number`'s parse summary under its seal; one that is not as sealed is a miss: reparse(number)."""
+    uri = item_uri(stage, UNITS, number)
+    try:
+        summary = read_sealed_json(uri, secret)
+    except BrokenSeal as exc:
+        log.warning("%s: parsed again", exc)
+        reparse(number)
+        summary = read_sealed_json(uri, secret)
+    if summary is None:
+        raise RuntimeError(f"partition {number} is not parsed ({uri} missing)")
+    return summary
+
+
 def _reparser(stage: str, settings: dict | None, max_file_bytes: int | None, secret: Secret, rebuilt: list):
     """reparse(number): a partition parsed again (its summary dropped first, so stage.each_item runs it), noted in
     `rebuilt`. Without chunk settings (settings None) it cannot: a one-line error says so."""
@@ -342,8 +410,8 @@ def _reparser(stage: str, settings: dict | None, max_file_bytes: int | None, sec
         if settings is None:
             raise NanodataError(f"{uri} fails its seal; give the chunk Params (and cache_secret) to parse it again")
         storage.delete_files([item_uri(stage, UNITS, number)])
-        run = _partition_run(stage, UNITS, _parse_work(stage, settings, max_file_bytes, secret))
-        for _ in each_item(stage, UNITS, [number], run):
+        run = _partition_run(stage, UNITS, _parse_work(stage, settings, max_file_bytes, secret), secret)
+        for _ in each_item(stage, UNITS, [number], run, secret):
             pass
         rebuilt.append(f"{UNITS}/{item_name(number)}")
 
@@ -398,14 +466,15 @@ def index(planned: dict, reuse: bool = True, cache_secret: Secret | str | None =
     the chunk batches. A unit store whose seal does not hold is parsed again, which needs params, reuse and
     cache_secret (as parse_batch's)."""
     stage = planned["stage"]
-    if not planned["parse"] or read_json(summary_uri(stage, INDEX)) is not None:
-        return planned["chunk"]
     secret = load_secret(cache_secret)
-    cache = {"cache": (read_json(plan_uri(stage)) or {}).get("cache")}
-    settings = _settings(params, cache, reuse, secret) if params else None
-    rebuilt: list[str] = []
-    _make_index(stage, planned["key"], secret, _reparser(stage, settings, params.get("max_file_bytes"), secret,
-                                                          rebuilt), rebuilt)
+    if not planned["parse"] or done_json(summary_uri(stage, INDEX), secret) is not None:
+        return planned["chunk"]
+    with broken_seals(stage):
+        cache = {"cache": read_sealed_json(plan_uri(stage), secret, required=True).get("cache")}
+        settings = _settings(params, cache, reuse, secret) if params else None
+        rebuilt: list[str] = []
+        _make_index(stage, planned["key"], secret, _reparser(stage, settings, params.get("max_file_bytes"), secret,
+                                                              rebuilt), rebuilt)
     return planned["chunk"]
 
 
@@ -414,14 +483,12 @@ def _make_index(stage: str, key: str, secret: Secret, reparse, rebuilt: list) ->
     `rebuilt`), sealed, then its summary."""
     from nanodata.pipeline.chunking.globalindex import build_index
 
-    plan_ = read_json(plan_uri(stage))
-    with _timed(stage, "index"), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
+    plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
+    with _timed(stage, "index", secret), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
         tmp = Path(tmp)
 
         def fetch(number):
-            if read_json(item_uri(stage, UNITS, number)) is None:
-                raise RuntimeError(f"partition {number} of build {key} is not parsed "
-                                   f"({item_uri(stage, UNITS, number)} missing)")
+            _parsed(stage, number, secret, reparse)
             return _units(stage, number, tmp / f"{item_name(number)}.sqlite", secret, reparse)
 
         def release(number):
@@ -431,7 +498,7 @@ def _make_index(stage: str, key: str, secret: Secret, reparse, rebuilt: list) ->
         local_index = tmp / "index.sqlite"
         counts = build_index(range(plan_["partitions"]), local_index, plan_["params"]["mode"], tmp, fetch, release)
         seal_file(local_index, _index_uri(stage), secret)
-    write_json(summary_uri(stage, INDEX), {"key": key, **counts, "staged_rebuilt": rebuilt})
+    seal_json(summary_uri(stage, INDEX), {"key": key, **counts, "staged_rebuilt": rebuilt}, secret)
     log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", key,
              counts["names"], counts["projects"], counts["ambiguous_names"], counts["ambiguous_by_project"])
 
@@ -465,8 +532,8 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
                 _make_index(stage, ref["key"], secret, reparse, [])
                 rebuilt.append(f"{INDEX}/index.sqlite")
 
+            parsed = _parsed(stage, partition["partition"], secret, reparse)
             store = _units(stage, partition["partition"], tmp / "units.sqlite", secret, reparse)
-            parsed = read_json(item_uri(stage, UNITS, partition["partition"]))
             groups = emit_store(store, _index_path(stage, secret, rebuild_index), settings, 1, out, tally)
             # the files were read (their problems counted, the dropped ones named) by the parse pass
             read_by_parse = {k: parsed[k] for k in ("files_skipped", "files_failed", "problems", "files_too_big",
@@ -474,64 +541,77 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
             read_by_parse["reuse"] = with_parse(tally.reuse.to_dict(), parsed.get("reuse", {}))
             read_by_parse["staged_rebuilt"] = rebuilt
         else:
-            with _signing(settings, stage, partition["partition"], tmp, signed) as sink:
+            with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:
                 docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
                 groups = stage_docs(docs, out, mode)
-        buckets = read_json(plan_uri(stage))["buckets"]
-        scattered = tail.scatter(out, groups, buckets, item_uri(stage, tail.SCATTER, partition["partition"], ".bin"), tmp)
-        reuse_counts = _used_keys(tally, stage, DOCS, partition["partition"])
+        buckets = read_sealed_json(plan_uri(stage), secret, required=True)["buckets"]
+        scattered = tail.scatter(out, groups, buckets, item_uri(stage, tail.SCATTER, partition["partition"], ".bin"),
+                                 tmp, secret)
+        reuse_counts = _used_keys(tally, stage, DOCS, partition["partition"], secret)
         return {**tally.counts(), "reuse": reuse_counts, **read_by_parse, **scattered, **signed}
 
-    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **_each_partition(stage, ref["batch"], DOCS, work)}
+    with broken_seals(stage):
+        totals = _each_partition(stage, ref["batch"], DOCS, work, secret)
+    return {"key": ref["key"], "stage": stage, "batch": ref["batch"], **totals}
 
 
-def route(stage: str, key: str, *, rows_per_file: int, shard_mb: float, val_fraction: float) -> list[dict]:
+def route(stage: str, key: str, *, rows_per_file: int, shard_mb: float, val_fraction: float,
+          cache_secret: Secret | str | None = None) -> list[dict]:
     """After chunk and near (unmapped): near-dedup settled (settle), then the tail's settings recorded (reading
-    nothing but plan.json); the bucket batches to map. The shards are sized after the buckets (shard_refs)."""
-    settle(stage, key)
-    with _timed(stage, "route"):
-        return tail.route(stage, key, rows_per_file=rows_per_file, shard_bytes=int(shard_mb * (1 << 20)),
-                          val_fraction=val_fraction)
+    nothing but plan.json); the bucket batches to map. The shards are sized after the buckets (shard_refs).
+    cache_secret: as plan's (so for every step below)."""
+    secret = load_secret(cache_secret)
+    with broken_seals(stage):
+        settle(stage, key, secret)
+        with _timed(stage, "route", secret):
+            return tail.route(stage, key, rows_per_file=rows_per_file, shard_bytes=int(shard_mb * (1 << 20)),
+                              val_fraction=val_fraction, secret=secret)
 
 
-def bucket_batch(ref: dict) -> dict:
+def bucket_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
     from nanodata.pipeline.dedup.near import load_removed
 
-    stage = ref["stage"]
+    stage, secret = ref["stage"], load_secret(cache_secret)
     removed = None
-    if (read_json(plan_uri(stage)) or {}).get("near"):
-        if not storage.exists(_near_summary(stage)):  # written last by settle
-            raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near_summary(stage)} missing)")
-        removed = load_removed(_near(stage))
-    return tail.bucket_batch(ref, seed=SEED, removed=removed)
+    with broken_seals(stage):
+        if read_sealed_json(plan_uri(stage), secret, required=True).get("near"):
+            if sealed(_near_summary(stage), secret) is None:  # written last by settle
+                raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near_summary(stage)} missing)")
+            removed = load_removed(_near(stage), secret)
+        return tail.bucket_batch(ref, seed=SEED, removed=removed, secret=secret)
 
 
-def shard_refs(stage: str, key: str) -> list[dict]:
-    return tail.shard_refs(stage, key)
+def shard_refs(stage: str, key: str, cache_secret: Secret | str | None = None) -> list[dict]:
+    with broken_seals(stage):
+        return tail.shard_refs(stage, key, load_secret(cache_secret))
 
 
-def shard_batch(dest: str, ref: dict, *, tokenizer: str) -> dict:
-    return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED, tokenizer=tokenizer)
+def shard_batch(dest: str, ref: dict, *, tokenizer: str, cache_secret: Secret | str | None = None) -> dict:
+    with broken_seals(ref["stage"]):
+        return tail.shard_batch(ref, build=build_uri(dest, ref["key"]), seed=SEED, tokenizer=tokenizer,
+                                secret=load_secret(cache_secret))
 
 
-def publish(dest: str, stage: str, key: str) -> dict:
+def publish(dest: str, stage: str, key: str, cache_secret: Secret | str | None = None) -> dict:
     """The commit, unmapped bookkeeping: manifest.json and _COMPLETE (from the shard tasks' summaries), then
     latest.json, written last. Returns the build's URI, Params and counts for the Asset event (the reports
     plugin lists builds from these events)."""
     from nanodata import __version__
 
-    target = build_uri(dest, key)
-    with _timed(stage, "publish"):
-        manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus")
-        planned = read_json(plan_uri(stage)) or {}
-        buckets = tail.bucket_stats(stage)
-        reuse = reuse_stats(partition_summaries(stage)[1])
+    target, secret = build_uri(dest, key), load_secret(cache_secret)
+    with broken_seals(stage), _timed(stage, "publish", secret):
+        manifest = tail.commit(target, stage, f"nanodata {__version__} nanodata_cpp_corpus", secret)
+        planned = read_sealed_json(plan_uri(stage), secret, required=True)
+        buckets = tail.bucket_stats(stage, secret)
+        reuse = reuse_stats(partition_summaries(stage, secret)[1])
+        near_removed = (read_sealed_json(_near_summary(stage), secret) or {}).get("files_removed", 0)
+        val_tokens = _val_tokens(stage, secret)
     info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest.total_rows,
-            "tokens": sum(s.tokens or 0 for s in manifest.shards) + _val_tokens(stage),
+            "tokens": sum(s.tokens or 0 for s in manifest.shards) + val_tokens,
             "shards": len(manifest.files), "bytes": sum(s.bytes for s in manifest.files),
             "duplicates_dropped": sum(b["duplicates"] or 0 for b in buckets),
             "near_docs_removed": sum(b.get("near_removed") or 0 for b in buckets),
-            "near_files_removed": (read_json(_near_summary(stage)) or {}).get("files_removed", 0),
+            "near_files_removed": near_removed,
             "reuse": {k: v for k, v in reuse.items() if k != "by_project"}}
     latest = read_latest(dest)
     if latest is None or latest.key != key:
@@ -541,16 +621,19 @@ def publish(dest: str, stage: str, key: str) -> dict:
     return info
 
 
-def _val_tokens(stage: str) -> int:
-    last = read_json(join(stage, tail.SHARD_PLAN))["shards"]
-    files = (read_json(item_uri(stage, tail.SHARDS, last)) or {}).get("files") or []
+def _val_tokens(stage: str, secret: Secret) -> int:
+    last = read_sealed_json(join(stage, tail.SHARD_PLAN), secret, required=True)["shards"]
+    files = read_sealed_json(item_uri(stage, tail.SHARDS, last), secret, required=True).get("files") or []
     return sum(f["tokens"] or 0 for f in files)
 
 
-def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default) -> dict:
+def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default,
+            cache_secret: Secret | str | None = None) -> dict:
     """Once the build is committed (latest.json points at it): record the cache keys it used and delete the cache
     entries none of the last `cache_keep_builds` builds used, then delete its staging, every partition size's, and
-    this machine's cached index copies. A failed build never gets here, so a retry resumes from staging."""
+    this machine's cached index copies. A failed build never gets here, so a retry resumes from staging. A keys
+    file not as sealed is left out (logged): its entries may then be deleted, a colder cache, never a wrong
+    corpus."""
     from nanodata.storage.entries import EntryStore
 
     CACHE_KEEP.check("cache_keep_builds", cache_keep_builds)
@@ -563,7 +646,8 @@ def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default) ->
         if name.endswith(f"/{INDEX}/index.sqlite"):
             shutil.rmtree(_index_cache(join(staging, name)), ignore_errors=True)
     store = EntryStore(cache_uri(dest))
-    used = b"".join(storage.read_bytes(join(staging, name)) or b"" for name in names if f"/{REUSE}/" in name)
+    used = b"".join(_used(join(staging, name), load_secret(cache_secret)) for name in names
+                    if f"/{REUSE}/" in name and not name.endswith(MAC_SUFFIX))
     # named by the publish time (a retried cleanup records the same name), so records sort by age
     stamp = str(latest.info.get("published_at", "")).replace(":", "").replace("-", "")
     store.record_use(f"{stamp}-{key}", used)
@@ -578,22 +662,31 @@ def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default) ->
     return {"key": key, "removed": removed, "cache": cache}
 
 
+def _used(uri: str, secret: Secret) -> bytes:
+    """A reuse keys file's keys under its seal; none (logged) when it is not as sealed."""
+    try:
+        return read_sealed(uri, secret, required=True)
+    except BrokenSeal as exc:
+        log.warning("%s: its cache keys are not recorded", exc)
+        return b""
+
+
 @contextlib.contextmanager
-def _timed(stage: str, step: str):
+def _timed(stage: str, step: str, secret: Secret):
     """Record an unmapped step's seconds (timings/STEP.json) for the report's task table."""
     started = time.perf_counter()
     yield
     uri = timing_uri(stage, step)
-    if not storage.exists(uri):  # the first run's time: a re-run that found the work done writes nothing
-        write_json(uri, {"seconds": round(time.perf_counter() - started, 3)})
+    if done_json(uri, secret) is None:  # the first run's time: a re-run that found the work done writes nothing
+        seal_json(uri, {"seconds": round(time.perf_counter() - started, 3)}, secret)
 
 
-def task_times(stage: str) -> list[dict]:
+def task_times(stage: str, secret: Secret) -> list[dict]:
     """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
     summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
-    plan_ = read_json(plan_uri(stage)) or {"partitions": 0}
-    tail_ = {"buckets": 0, **(read_json(join(stage, tail.TAIL)) or {}),
-             "shards": (read_json(join(stage, tail.SHARD_PLAN)) or {"shards": -1})["shards"]}
+    plan_ = read_sealed_json(plan_uri(stage), secret) or {"partitions": 0}
+    tail_ = {"buckets": 0, **(read_sealed_json(join(stage, tail.TAIL), secret) or {}),
+             "shards": (read_sealed_json(join(stage, tail.SHARD_PLAN), secret) or {"shards": -1})["shards"]}
     mapped = {"parse": item_uris(stage, UNITS, plan_["partitions"]),
               "chunk": item_uris(stage, DOCS, plan_["partitions"]),
               "near": item_uris(_near(stage), "edges", (plan_.get("near") or {}).get("groups", 0)),
@@ -602,21 +695,22 @@ def task_times(stage: str) -> list[dict]:
     rows = []
     for step in ("plan", "parse", "index", "chunk", "near", "settle", "route", "bucket", "shard", "publish"):
         if step in mapped:
-            seconds = [s["seconds"] for s in read_jsons(mapped[step]) if s is not None]
+            seconds = [s["seconds"] for s in read_sealed_jsons(mapped[step], secret) if s is not None]
             if seconds:
                 rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
         else:
-            timing = read_json(timing_uri(stage, step))
+            timing = read_sealed_json(timing_uri(stage, step), secret)
             if timing is not None:
                 rows.append({"task": step, "mapped": False, "instances": 1, "seconds": timing["seconds"]})
     return rows
 
 
-def partition_summaries(stage: str) -> tuple[dict, list[dict]]:
-    """The plan and every partition's chunk summary (read at once; {} for one not written), which the report's
-    partition, fidelity and too-big sections all read."""
-    plan_ = read_json(plan_uri(stage)) or {"partitions": 0}
-    summaries = read_jsons(item_uris(stage, DOCS, plan_["partitions"]))
+def partition_summaries(stage: str, secret: Secret | str | None = None) -> tuple[dict, list[dict]]:
+    """The plan and every partition's chunk summary (read at once, under their seals; {} for one not written),
+    which the report's partition, fidelity and too-big sections all read. secret: as plan's cache_secret."""
+    secret = load_secret(secret)
+    plan_ = read_sealed_json(plan_uri(stage), secret) or {"partitions": 0}
+    summaries = read_sealed_jsons(item_uris(stage, DOCS, plan_["partitions"]), secret)
     return plan_, [s or {} for s in summaries]
 
 
@@ -626,10 +720,10 @@ def partition_stats(summaries: list[dict]) -> list[dict]:
                                    "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
 
 
-def ambiguity(stage: str) -> dict | None:
+def ambiguity(stage: str, secret: Secret) -> dict | None:
     """Global modes: names defined more than once with one qualification within a project, per project (the
     index's counts); None in local modes."""
-    counts = read_json(summary_uri(stage, INDEX))
+    counts = read_sealed_json(summary_uri(stage, INDEX), secret)
     return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
 
 
@@ -644,16 +738,20 @@ def fidelity_stats(summaries: list[dict]) -> dict | None:
     return summarize(by_project) if by_project else None
 
 
-def report_extras(stage: str) -> dict:
+def report_extras(stage: str, cache_secret: Secret | str | None = None) -> dict:
     """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
     shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
-    bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project."""
-    plan_, summaries = partition_summaries(stage)
-    buckets = tail.bucket_stats(stage)
-    return {"shards": tail.file_stats(stage), "partitions": partition_stats(summaries), "tasks": task_times(stage),
-            "buckets": buckets, "ambiguity": ambiguity(stage), "fidelity": fidelity_stats(summaries),
-            "too_big": too_big_files(plan_, summaries), "near_duplicates": near_duplicates(stage, buckets),
-            "cleaning": cleaning_stats(summaries), "reuse": reuse_stats(summaries, plan_.get("cache"))}
+    bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project.
+    All of it read under its seal (cache_secret: as plan's)."""
+    secret = load_secret(cache_secret)
+    with broken_seals(stage):
+        plan_, summaries = partition_summaries(stage, secret)
+        buckets = tail.bucket_stats(stage, secret)
+        return {"shards": tail.file_stats(stage, secret), "partitions": partition_stats(summaries),
+                "tasks": task_times(stage, secret), "buckets": buckets, "ambiguity": ambiguity(stage, secret),
+                "fidelity": fidelity_stats(summaries), "too_big": too_big_files(plan_, summaries),
+                "near_duplicates": near_duplicates(stage, buckets, secret), "cleaning": cleaning_stats(summaries),
+                "reuse": reuse_stats(summaries, plan_.get("cache"))}
 
 
 def reuse_stats(summaries: list[dict], cache: str | None = None) -> dict:
@@ -675,9 +773,9 @@ def cleaning_stats(summaries: list[dict]) -> dict | None:
     return summarize(parts) if parts else None
 
 
-def near_duplicates(stage: str, buckets: list[dict]) -> dict | None:
+def near_duplicates(stage: str, buckets: list[dict], secret: Secret) -> dict | None:
     """The near-dedup summary (settle's), with the docs the bucket tasks dropped for it; None without near-dedup."""
-    summary = read_json(_near_summary(stage))
+    summary = read_sealed_json(_near_summary(stage), secret)
     if summary is None:
         return None
     return {**summary, "docs_removed": sum(b.get("near_removed") or 0 for b in buckets)}

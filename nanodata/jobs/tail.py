@@ -19,12 +19,12 @@ So the files are byte-identical for any partition size, bucket count or worker c
 
 Each step writes its data, then its summary; a step whose summary exists returns it. A killed task
 rewrites its files whole on retry (local: temp + rename; GCS: one upload per object), so nothing is
-duplicated or lost.
+duplicated or lost. Every file is sealed (nanodata.storage.auth): scatter and routed files piece by piece, a piece
+per bucket or slot, so a task reading its ranges checks just those bytes as they stream.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -45,6 +45,7 @@ from nanodata.jobs.stage import (
     SHARD_PLAN,
     SHARDS,
     TAIL,
+    done_json,
     each_item,
     item_uri,
     item_uris,
@@ -63,9 +64,9 @@ from nanodata.pipeline.shuffle import (
     shard_of,
     shuffle_key,
 )
-from nanodata.storage import is_gcs, read_json, read_jsons, write_json
+from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
-from nanodata.storage.files import atomic_output
+from nanodata.storage.auth import Secret, read_sealed_json, read_sealed_jsons, seal_json, sealed_files, sealed_output
 
 log = logging.getLogger(__name__)
 
@@ -105,42 +106,27 @@ def shard_file(shard: int, k: int) -> str:
     return f"shard_{shard:05d}_{k:03d}.parquet"
 
 
-@contextlib.contextmanager
-def landing(uri: str, tmp: Path):
-    """A local file whose bytes become `uri` whole: written in place (temp + rename) when local, uploaded
-    once when gs:// (a retried upload replaces the object, never appends to it)."""
-    if not is_gcs(uri):
-        with atomic_output(uri) as f:
-            yield f
-        return
-    local = tmp / ("landing-" + uri.rsplit("/", 1)[-1])
-    with open(local, "wb") as f:
-        yield f
-    storage.write_file(local, uri)
-    local.unlink()
-
-
 def _sorted_copy(src: Path, keys: np.ndarray, n_keys: int, starts, lengths, out, prefix=None) -> list[int]:
-    """Copy src's records (starts, lengths) to out in stable order of their keys (0..n_keys-1), each behind
-    prefix(record) when given; returns the n_keys + 1 byte offsets of each key's range in out."""
-    ends = [0] * n_keys
-    written = 0
+    """Copy src's records (starts, lengths) to out (a SealedWriter) in stable order of their keys (0..n_keys-1),
+    each behind prefix(record) when given, each key's range one piece of the seal; returns the n_keys + 1 byte
+    offsets of each key's range in out."""
+    offsets = [0]
     with open(src, "rb") as f:
         fd = f.fileno()
         for j in np.argsort(keys, kind="stable").tolist():
+            while len(offsets) <= keys[j]:  # the ranges before this key's end here (an empty one where it began)
+                out.cut()
+                offsets.append(out.tell())
             data = os.pread(fd, int(lengths[j]), int(starts[j]))
-            if prefix is not None:
-                data = prefix(j) + data
-            out.write(data)
-            written += len(data)
-            ends[int(keys[j])] = written
-    offsets = [0]
-    for end in ends:  # an empty key's range is empty, where the previous one ended
-        offsets.append(max(offsets[-1], end))
+            out.write(prefix(j) + data if prefix is not None else data)
+    while len(offsets) < n_keys:
+        out.cut()
+        offsets.append(out.tell())
+    offsets.append(out.tell())  # the last range ends with the file (sealed_output ends its piece)
     return offsets
 
 
-def scatter(staged: Path, groups: list, buckets: int, out_uri: str, tmp: Path) -> dict:
+def scatter(staged: Path, groups: list, buckets: int, out_uri: str, tmp: Path, secret: Secret) -> dict:
     """A partition's staged docs (groups: [rank, start, stop] ranges in file order) regrouped by bucket."""
     keys, starts, lengths, ranks = array("q"), array("Q"), array("Q"), array("q")
     with open(staged, "rb") as f:
@@ -154,82 +140,87 @@ def scatter(staged: Path, groups: list, buckets: int, out_uri: str, tmp: Path) -
                 lengths.append(len(line))
                 ranks.append(rank)
                 pos += len(line)
-    with landing(out_uri, tmp) as out:
+    with sealed_output(out_uri, secret, tmp) as out:
         offsets = _sorted_copy(staged, np.array(keys, dtype=np.int64), buckets, starts, lengths, out,
                                prefix=lambda j: f"{ranks[j]} {starts[j]} ".encode())
     return {"bucket_offsets": offsets, "doc_bytes": int(sum(lengths))}
 
 
-def route(stage: str, key: str, *, rows_per_file: int, shard_bytes: int, val_fraction: float) -> list[dict]:
+def route(stage: str, key: str, *, rows_per_file: int, shard_bytes: int, val_fraction: float,
+          secret: Secret) -> list[dict]:
     """Unmapped bookkeeping after chunk: the tail's settings and the bucket batches to map."""
-    tail = read_json(join(stage, TAIL))
+    tail = done_json(join(stage, TAIL), secret)
     if tail is None:
-        plan_ = read_json(plan_uri(stage))
+        plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
         tail = {"buckets": plan_["buckets"], "slots": VSHARDS, "rows_per_file": rows_per_file,
                 "shard_bytes": shard_bytes, "val_fraction": val_fraction, "partitions": plan_["partitions"],
                 "bucket_batches": batch_bounds(plan_["buckets"], MAX_MAPPED_TASKS)}
-        write_json(join(stage, TAIL), tail)
+        seal_json(join(stage, TAIL), tail, secret)
     log.info("build %s: %d buckets", key, tail["buckets"])
     return [{"key": key, "stage": stage, "batch": b} for b in range(len(tail["bucket_batches"]))]
 
 
-def plan_shards(stage: str) -> dict:
+def plan_shards(stage: str, secret: Secret) -> dict:
     """Unmapped, after every bucket: the train shards sized from the docs that survived deduplication (the buckets'
     counts per slot), written once: {"shards": S, "bounds": S + 1 slot bounds, "shard_batches"}; shard S is val."""
-    planned = read_json(join(stage, SHARD_PLAN))
+    planned = done_json(join(stage, SHARD_PLAN), secret)
     if planned is None:
-        tail = read_json(join(stage, TAIL))
+        tail = read_sealed_json(join(stage, TAIL), secret, required=True)
         slots = tail["slots"]
         docs, size = np.zeros(slots + 1, dtype=np.int64), np.zeros(slots + 1, dtype=np.int64)
-        for summary in read_jsons(item_uris(stage, ROUTED, tail["buckets"])):
+        for summary in read_sealed_jsons(item_uris(stage, ROUTED, tail["buckets"]), secret, required=True):
             docs += np.asarray(summary["slot_docs"], dtype=np.int64)
             size += np.diff(np.asarray(summary["shard_offsets"], dtype=np.int64))
         bounds = shard_bounds(docs[:slots], size[:slots], tail["rows_per_file"], tail["shard_bytes"])
         shards = len(bounds) - 1
         planned = {"shards": shards, "bounds": bounds, "docs": int(docs.sum()), "bytes": int(size.sum()),
                    "shard_batches": batch_bounds(shards + 1, shard_tasks(shards, int(size.sum())))}
-        write_json(join(stage, SHARD_PLAN), planned)
+        seal_json(join(stage, SHARD_PLAN), planned, secret)
     return planned
 
 
-def shard_refs(stage: str, key: str) -> list[dict]:
-    planned = plan_shards(stage)
+def shard_refs(stage: str, key: str, secret: Secret) -> list[dict]:
+    planned = plan_shards(stage, secret)
     log.info("build %s: %d train shards + val from %d docs after deduplication", key, planned["shards"],
              planned["docs"])
     return [{"key": key, "stage": stage, "batch": b} for b in range(len(planned["shard_batches"]))]
 
 
-def _each(stage: str, kind: str, batch: int, work) -> dict:
+def _each(stage: str, kind: str, batch: int, work, secret: Secret) -> dict:
     """work(tail, number, tmp) for each bucket or shard of a batch not yet done (stage.each_item); the totals."""
-    tail = read_json(join(stage, TAIL))
+    tail = read_sealed_json(join(stage, TAIL), secret, required=True)
     if kind == "shard":
-        tail = {**tail, **read_json(join(stage, SHARD_PLAN))}
+        tail = {**tail, **read_sealed_json(join(stage, SHARD_PLAN), secret, required=True)}
     start, stop = tail[f"{kind}_batches"][batch]
     totals = {"docs": 0, "bytes": 0, "seconds": 0.0}
     folder = ROUTED if kind == "bucket" else SHARDS
-    for _, summary, _ in each_item(stage, folder, range(start, stop), lambda number, tmp: work(tail, number, tmp)):
+    for _, summary, _ in each_item(stage, folder, range(start, stop), lambda number, tmp: work(tail, number, tmp),
+                                   secret):
         for name in totals:
             totals[name] += summary[name]
     return {"batch": batch, **totals}
 
 
-def _ranges(stage: str, folder: str, summaries: str, count: int, key: str, suffix: str) -> list[tuple[str, list]]:
-    """[(data file URI, its byte offsets)] of items 0..count-1: folder/NNNNN<suffix>, the offsets from each item's
-    summary in `summaries` (`key`), the summaries read at once."""
-    read = read_jsons(item_uris(stage, summaries, count))
-    return [(item_uri(stage, folder, n, suffix), summary[key]) for n, summary in enumerate(read)]
+def _ranges(stage: str, folder: str, summaries: str, count: int, key: str, suffix: str,
+            secret: Secret) -> list[tuple]:
+    """[(data file under its seal, its byte offsets)] of items 0..count-1: folder/NNNNN<suffix>, the offsets from
+    each item's summary in `summaries` (`key`), the summaries and seals read at once."""
+    read = read_sealed_jsons(item_uris(stage, summaries, count), secret, required=True)
+    files = sealed_files([item_uri(stage, folder, n, suffix) for n in range(count)], secret)
+    return [(file, summary[key]) for file, summary in zip(files, read, strict=True)]
 
 
-def _read_ranges(uris_offsets, first: int, last: int | None = None):
-    """Yield the records (lines) of ranges first..last (default: first alone) of each (uri, offsets) in order."""
-    for uri, offsets in uris_offsets:
+def _read_ranges(files_offsets, first: int, last: int | None = None):
+    """Yield the records (lines) of ranges first..last (default: first alone) of each (sealed file, offsets) in
+    order, each range checked as it streams."""
+    for file, offsets in files_offsets:
         start, stop = offsets[first], offsets[(first if last is None else last) + 1]
         if stop > start:
-            with storage.open_read(uri, start, stop) as f:
+            with file.open(start, stop) as f:
                 yield from f
 
 
-def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> dict:
+def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None, secret: Secret) -> dict:
     """Mapped: each bucket of the batch without the docs of near-copy files (`removed`: their sorted gids) and
     exact duplicates (first occurrence in (rank, partition, position) order kept), its docs routed to val or a
     train shard."""
@@ -237,7 +228,7 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> 
 
     @functools.cache
     def scattered(partitions: int) -> list:  # once per batch: every bucket of it reads range b of each partition
-        return _ranges(stage, SCATTER, DOCS, partitions, "bucket_offsets", ".bin")
+        return _ranges(stage, SCATTER, DOCS, partitions, "bucket_offsets", ".bin", secret)
 
     def work(tail, bucket, tmp):
         sources = scattered(tail["partitions"])
@@ -271,20 +262,20 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None) -> 
         for i, j in enumerate(kept.tolist()):
             digest = hi[j].to_bytes(8, "big") + lo[j].to_bytes(8, "big")
             dest[i] = slots if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, slots)
-        with landing(item_uri(stage, ROUTED, bucket, ".bin"), tmp) as out:
+        with sealed_output(item_uri(stage, ROUTED, bucket, ".bin"), secret, tmp) as out:
             offsets = _sorted_copy(spool, dest, slots + 1, _take(starts, kept), _take(lengths, kept), out)
         return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": len(left) - len(kept),
                 "near_removed": n - len(left), "bytes_in": size, "bytes": offsets[-1], "shard_offsets": offsets,
                 "slot_docs": np.bincount(dest, minlength=slots + 1).tolist()}
 
-    return {"key": ref["key"], "stage": stage, **_each(stage, "bucket", ref["batch"], work)}
+    return {"key": ref["key"], "stage": stage, **_each(stage, "bucket", ref["batch"], work, secret)}
 
 
 def _take(values: array, index: np.ndarray) -> list[int]:
     return np.frombuffer(values, dtype=np.uint64)[index].tolist() if len(index) else []
 
 
-def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
+def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str, secret: Secret) -> dict:
     """Mapped: each shard of the batch sorted by the shuffle key and written into the build (`build` URI), with
     the report's statistics of each file it wrote in its summary (tokens from the n_tokens column, else counted
     with `tokenizer`), so the report reads no shard."""
@@ -292,7 +283,7 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
 
     @functools.cache
     def routed(buckets: int) -> list:  # once per batch: every shard of it reads range s of each bucket
-        return _ranges(stage, ROUTED, ROUTED, buckets, "shard_offsets", ".bin")
+        return _ranges(stage, ROUTED, ROUTED, buckets, "shard_offsets", ".bin", secret)
 
     def work(tail, shard, tmp):
         sources = routed(tail["buckets"])
@@ -324,7 +315,7 @@ def shard_batch(ref: dict, *, build: str, seed: int, tokenizer: str) -> dict:
         return {"shard": shard, "val": val, "files": files, "docs": sum(f["rows"] for f in files),
                 "bytes": sum(f["bytes"] for f in files), "stats": stats}
 
-    return {"key": ref["key"], "stage": stage, **_each(stage, "shard", ref["batch"], work)}
+    return {"key": ref["key"], "stage": stage, **_each(stage, "shard", ref["batch"], work, secret)}
 
 
 def _file_stats(path: Path, split: str, tokenizer: str) -> dict:
@@ -334,13 +325,13 @@ def _file_stats(path: Path, split: str, tokenizer: str) -> dict:
     return shard_stats(path, split) or shard_stats(path, split, load(tokenizer).encoding)
 
 
-def commit(build: str, stage: str, created_by: str) -> Manifest:
+def commit(build: str, stage: str, created_by: str, secret: Secret) -> Manifest:
     """Unmapped bookkeeping: manifest.json from the shard summaries, then _COMPLETE. Returns the manifest."""
     if is_complete(build):
         return Manifest.from_bytes(storage.read_bytes(join(build, MANIFEST)), join(build, MANIFEST))
-    planned = read_json(join(stage, SHARD_PLAN))
+    planned = read_sealed_json(join(stage, SHARD_PLAN), secret, required=True)
     shards, val = [], None
-    for s, summary in enumerate(read_jsons(item_uris(stage, SHARDS, planned["shards"] + 1))):
+    for s, summary in enumerate(read_sealed_jsons(item_uris(stage, SHARDS, planned["shards"] + 1), secret)):
         if summary is None:
             raise RuntimeError(f"shard {s} is not written ({item_uri(stage, SHARDS, s)} missing)")
         if summary["val"]:
@@ -354,16 +345,16 @@ def commit(build: str, stage: str, created_by: str) -> Manifest:
     return manifest
 
 
-def file_stats(stage: str) -> list[dict]:
+def file_stats(stage: str, secret: Secret) -> list[dict]:
     """Every file's statistics, as the shard tasks computed them (see shard_batch), for the report."""
-    planned = read_json(join(stage, SHARD_PLAN))
-    summaries = read_jsons(item_uris(stage, SHARDS, planned["shards"] + 1))
+    planned = read_sealed_json(join(stage, SHARD_PLAN), secret, required=True)
+    summaries = read_sealed_jsons(item_uris(stage, SHARDS, planned["shards"] + 1), secret, required=True)
     return [stats for summary in summaries for stats in summary["stats"]]
 
 
-def bucket_stats(stage: str) -> list[dict]:
+def bucket_stats(stage: str, secret: Secret) -> list[dict]:
     """Per bucket: docs in, docs kept, duplicates, bytes in and out, seconds (for the report)."""
-    tail = read_json(join(stage, TAIL)) or {"buckets": 0}
-    summaries = read_jsons(item_uris(stage, ROUTED, tail["buckets"]))
+    tail = read_sealed_json(join(stage, TAIL), secret) or {"buckets": 0}
+    summaries = read_sealed_jsons(item_uris(stage, ROUTED, tail["buckets"]), secret)
     return [{k: (summary or {}).get(k) for k in ("bucket", "docs_in", "docs", "duplicates", "near_removed", "bytes_in",
                                                   "bytes", "seconds")} for summary in summaries]

@@ -13,22 +13,34 @@ created on first use with mode 0600 (atomically: a racing process uses the file 
 others may read, or of another size, is refused in one line naming it.
 
 Staged files (one build task's output that another reads) are sealed by a sidecar NAME.mac written after NAME:
-`seal_file` / `checked_file`.
+a MAC over NAME's URI and the sha256 of each of its *pieces* (byte ranges the writer cuts where readers read
+alone: a bucket's range of a scattered partition, a block of signatures; most files are one piece), and those
+digests. Writers: `sealed_output` (bytes hashed as written), `seal_file` (a local file), `seal_bytes` / `seal_json`,
+`seal_in_place` (a file another module put). Readers: `sealed` checks the seal, and its `Sealed` checks the bytes
+as they are read, whole or a range (one piece's digest per piece read, streamed: a reader of one range never reads
+the rest); `read_sealed`, `read_sealed_json(s)`, `checked_file` on top. A file that is not as sealed where it is
+raises BrokenSeal (one line naming it), or, from checked_file, is None: the caller makes it again or says what to do.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import hashlib
 import hmac
+import io
+import json
 import logging
 import os
 import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nanodata.errors import NanodataError
-from nanodata.storage.files import file_digest
-from nanodata.storage.uri import local_copy, read_bytes, write_bytes, write_file
+from nanodata.storage.files import BLOCK, atomic_output
+from nanodata.storage.uri import _concurrently as concurrently
+from nanodata.storage.uri import exists, is_gcs, local_copy, open_read, read_bytes, write_bytes, write_file
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +49,7 @@ SECRET_BYTES = 32          # of the secret file
 MIN_SECRET_CHARS = 16      # of a secret given as text (the Variable, the environment variable)
 MAC_BYTES = 32
 MAC_SUFFIX = ".mac"        # a staged file's seal, beside it
-SEAL_MAGIC = b"nds1"
+SEAL_MAGIC = b"nds2"
 
 
 def secret_path() -> Path:
@@ -124,39 +136,279 @@ def _secret_file(path: Path) -> bytes:
 # ---------------------------------------------------------------- staged files: NAME and its seal NAME.mac
 
 STAGED = b"nanodata-staged"
+PIECE_DIGEST = hashlib.sha256
+DIGEST_BYTES = 32
+# magic | MAC | n | n + 1 piece bounds (u64 LE) | n piece digests: the MAC is over the URI, the bounds and the digests
+SEAL_HEAD = len(SEAL_MAGIC) + MAC_BYTES + 8
+NOT_HOLDING = "its seal does not hold (edited, moved from elsewhere, or sealed with another secret: do all workers " \
+              "share the cache secret?)"
 
 
-def _file_mac(secret: Secret, uri: str, path: Path) -> bytes:
-    """The seal's MAC: over where the file is put and its bytes (their streamed sha256)."""
-    return secret.mac(STAGED, uri.encode("utf-8", "surrogateescape"), file_digest(path).encode())
+class BrokenSeal(NanodataError):
+    """A staged file that is not as it was sealed where it is: its seal missing or not holding, or the file gone
+    from under its seal. `uri` names the file."""
+
+    def __init__(self, uri: str, problem: str):
+        super().__init__(f"{uri}: {problem}")
+        self.uri = uri
 
 
-def seal_file(path: str | os.PathLike, uri: str, secret: Secret) -> None:
+class _Pieces:
+    """The digest of each piece of bytes given in order: cut() ends one; a file has one piece more than its cuts."""
+
+    def __init__(self):
+        self.bounds, self.digests, self.size, self._h = [0], bytearray(), 0, PIECE_DIGEST()
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._h.update(data)
+        self.size += len(data)
+
+    def cut(self) -> None:
+        self.digests += self._h.digest()
+        self.bounds.append(self.size)
+        self._h = PIECE_DIGEST()
+
+    def seal(self, secret: Secret, uri: str) -> bytes:
+        """The seal's bytes, the last piece ended first."""
+        self.cut()
+        bounds = struct.pack(f"<{len(self.bounds)}Q", *self.bounds)
+        mac = secret.mac(STAGED, uri.encode("utf-8", "surrogateescape"), bounds, bytes(self.digests))
+        return SEAL_MAGIC + mac + (len(self.bounds) - 1).to_bytes(8, "little") + bounds + bytes(self.digests)
+
+
+class SealedWriter:
+    """What sealed_output yields: write(data) as to a file; cut() between pieces a reader reads alone (a range)."""
+
+    def __init__(self, f):
+        self._f, self.pieces = f, _Pieces()
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.pieces.update(data)
+        return self._f.write(data)
+
+    def tell(self) -> int:
+        return self.pieces.size
+
+    def cut(self) -> None:
+        self.pieces.cut()
+
+
+@contextlib.contextmanager
+def sealed_output(uri: str, secret: Secret, scratch: str | os.PathLike):
+    """`with sealed_output(uri, secret, scratch) as out: out.write(...)`: the bytes become `uri` whole (local: temp +
+    rename; gs://: one upload from a file in the local dir `scratch`), then its seal, made from the bytes as they
+    were written (never read back)."""
+    if not is_gcs(uri):
+        with atomic_output(uri) as f:
+            out = SealedWriter(f)
+            yield out
+    else:
+        local = Path(scratch) / f"sealed-{os.urandom(4).hex()}-{uri.rsplit('/', 1)[-1]}"
+        try:
+            with open(local, "wb") as f:
+                out = SealedWriter(f)
+                yield out
+            write_file(local, uri)
+        finally:
+            local.unlink(missing_ok=True)
+    write_bytes(uri + MAC_SUFFIX, out.pieces.seal(secret, uri))
+
+
+def block_cuts(size: int, block: int) -> list[int]:
+    """Piece bounds every `block` bytes of a file of `size` bytes: for files read at any offset."""
+    return [*range(0, size, block), size] if size else [0, 0]
+
+
+def _digest_stream(f, cuts) -> _Pieces:
+    """The pieces of a stream cut at `cuts` (its bounds, 0 first and its size last; None: one piece)."""
+    pieces = _Pieces()
+    for bound in (cuts[1:-1] if cuts else ()):
+        while pieces.size < bound and (block := f.read(min(BLOCK, bound - pieces.size))):
+            pieces.update(block)
+        pieces.cut()
+    while block := f.read(BLOCK):
+        pieces.update(block)
+    if cuts and pieces.size != cuts[-1]:
+        raise ValueError(f"piece bounds end at {cuts[-1]}, the data at {pieces.size}")
+    return pieces
+
+
+def seal_file(path: str | os.PathLike, uri: str, secret: Secret, cuts=None) -> None:
     """Put the local file `path` at `uri` (a local path or gs:// URI), then its seal (uri + MAC_SUFFIX): a MAC over
-    `uri` and the bytes, so the file is taken only where it was put and as it was written."""
-    path = Path(path)
-    mac = _file_mac(secret, uri, path)
+    `uri` and the digests of the file's pieces (cuts: their bounds, 0 to its size; None: the whole file one piece),
+    so the file is taken only where it was put and as it was written."""
+    with open(path, "rb") as f:
+        pieces = _digest_stream(f, cuts)
     if os.fspath(path) != uri:
         write_file(path, uri)
-    write_bytes(uri + MAC_SUFFIX, SEAL_MAGIC + mac)
+    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+
+
+def seal_bytes(uri: str, data: bytes, secret: Secret, cuts=None) -> None:
+    """seal_file of bytes in hand."""
+    pieces = _digest_stream(io.BytesIO(data), cuts)
+    write_bytes(uri, data)
+    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+
+
+def seal_json(uri: str, obj, secret: Secret) -> None:
+    """A small staged record (a summary, a plan), written as storage.write_json writes it, sealed."""
+    seal_bytes(uri, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), secret)
+
+
+def seal_in_place(uris, secret: Secret) -> None:
+    """Seal files another module already put at `uris`, each read back once (streamed), several at a time."""
+    def seal(uri: str) -> None:
+        with open_read(uri) as f:
+            pieces = _digest_stream(f, None)
+        write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+
+    concurrently(seal, uris)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A staged file whose seal holds: its pieces' bounds and digests. Its bytes are checked as they are read:
+    whole (`read`, `local`) or a range (`read`, `open`)."""
+    uri: str
+    bounds: tuple
+    digests: bytes = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        return self.bounds[-1]
+
+    def _pieces(self, start: int, stop: int) -> tuple[int, int]:
+        """The pieces [first, last) covering bytes [start, stop)."""
+        first = max(0, bisect.bisect_right(self.bounds, start) - 1)
+        last = max(first, bisect.bisect_left(self.bounds, stop))
+        return min(first, len(self.bounds) - 2), last
+
+    @contextlib.contextmanager
+    def open(self, start: int = 0, stop: int | None = None):
+        """A binary stream of bytes [start, stop), which must be piece bounds: each piece is checked as it streams
+        and one that does not match raises BrokenSeal before its last bytes are handed on (so a caller writes
+        nothing lasting until the stream is done)."""
+        stop = self.size if stop is None else stop
+        first, last = self._pieces(start, stop)
+        if self.bounds[first] != start or self.bounds[last] != stop:
+            raise ValueError(f"{self.uri}: bytes {start}-{stop} are not whole pieces")
+        try:
+            raw = open_read(self.uri, start, stop)
+        except NanodataError:
+            raise BrokenSeal(self.uri, "missing (its seal is there)") from None
+        with raw, io.BufferedReader(_Checked(self, raw, first, last), BLOCK) as f:
+            yield f
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        """Bytes [start, stop) (default: all), the pieces holding them read and checked."""
+        stop = self.size if stop is None else stop
+        first, last = self._pieces(start, stop)
+        with self.open(self.bounds[first], self.bounds[last]) as f:
+            data = f.read()
+        return data[start - self.bounds[first]:stop - self.bounds[first]]
+
+    def local(self, path: str | os.PathLike) -> Path:
+        """A local path holding the whole file, checked: the staged file itself when local, else a download to
+        `path`."""
+        try:
+            local = local_copy(self.uri, path)
+        except FileNotFoundError:
+            raise BrokenSeal(self.uri, "missing (its seal is there)") from None
+        with open(local, "rb") as f:
+            try:
+                pieces = _digest_stream(f, self.bounds)
+            except ValueError:  # another size
+                raise BrokenSeal(self.uri, NOT_HOLDING) from None
+        pieces.cut()
+        if not hmac.compare_digest(bytes(pieces.digests), self.digests):
+            raise BrokenSeal(self.uri, NOT_HOLDING)
+        return local
+
+
+class _Checked(io.RawIOBase):
+    """Pieces [first, last) of a sealed file from `raw` (positioned at the first), each checked at its end."""
+
+    def __init__(self, sealed: Sealed, raw, first: int, last: int):
+        self._sealed, self._raw, self._piece, self._last = sealed, raw, first, last
+        self._left, self._h = sealed.bounds[first + 1] - sealed.bounds[first] if first < last else 0, PIECE_DIGEST()
+        self._settle()
+
+    def readable(self) -> bool:
+        return True
+
+    def _settle(self) -> None:
+        """Check every piece that is fully read (an empty one at once)."""
+        while self._piece < self._last and self._left == 0:
+            at = self._piece * DIGEST_BYTES
+            if not hmac.compare_digest(self._h.digest(), self._sealed.digests[at:at + DIGEST_BYTES]):
+                raise BrokenSeal(self._sealed.uri, NOT_HOLDING)
+            self._piece += 1
+            self._h = PIECE_DIGEST()
+            if self._piece < self._last:
+                self._left = self._sealed.bounds[self._piece + 1] - self._sealed.bounds[self._piece]
+
+    def readinto(self, out) -> int:
+        if self._piece >= self._last:
+            return 0
+        data = self._raw.read(min(len(out), self._left))
+        if not data:
+            raise BrokenSeal(self._sealed.uri, "shorter than its seal says")
+        self._h.update(data)
+        self._left -= len(data)
+        self._settle()
+        out[:len(data)] = data
+        return len(data)
+
+
+def sealed(uri: str, secret: Secret, required: bool = False) -> Sealed | None:
+    """The file at `uri` under its seal, which holds (its bytes are checked as they are read); None when neither
+    the file nor its seal is there (not written yet), unless `required`. BrokenSeal when the seal is missing or does
+    not hold."""
+    seal = read_bytes(uri + MAC_SUFFIX)
+    if seal is None:
+        there = exists(uri)
+        if there or required:
+            raise BrokenSeal(uri, "its seal is missing" if there else "missing")
+        return None
+    count = int.from_bytes(seal[len(SEAL_MAGIC) + MAC_BYTES:SEAL_HEAD], "little")
+    digests_at = SEAL_HEAD + 8 * (count + 1)
+    if len(seal) < SEAL_HEAD or seal[:len(SEAL_MAGIC)] != SEAL_MAGIC or len(seal) != digests_at + DIGEST_BYTES * count \
+            or not secret.holds(seal[len(SEAL_MAGIC):SEAL_HEAD - 8], STAGED, uri.encode("utf-8", "surrogateescape"),
+                                seal[SEAL_HEAD:digests_at], seal[digests_at:]):
+        raise BrokenSeal(uri, NOT_HOLDING)
+    return Sealed(uri, struct.unpack(f"<{count + 1}Q", seal[SEAL_HEAD:digests_at]), seal[digests_at:])
+
+
+def read_sealed(uri: str, secret: Secret, required: bool = False) -> bytes | None:
+    """A staged file's bytes, checked (see `sealed`)."""
+    found = sealed(uri, secret, required)
+    return None if found is None else found.read()
+
+
+def read_sealed_json(uri: str, secret: Secret, required: bool = False):
+    """A staged record (seal_json), checked (see `sealed`)."""
+    data = read_sealed(uri, secret, required)
+    return None if data is None else json.loads(data)
+
+
+def read_sealed_jsons(uris, secret: Secret, required: bool = False) -> list:
+    """read_sealed_json of each URI, in order, several at a time: the summaries of a build's many tasks."""
+    return concurrently(lambda uri: read_sealed_json(uri, secret, required), uris)
+
+
+def sealed_files(uris, secret: Secret) -> list[Sealed]:
+    """sealed(required=True) of each URI, in order, several at a time: the files a task reads ranges of."""
+    return concurrently(lambda uri: sealed(uri, secret, required=True), uris)
 
 
 def checked_file(uri: str, path: str | os.PathLike, secret: Secret) -> Path | None:
     """A local path holding `uri`'s bytes (uri itself when local, else a download to `path`) when its seal holds;
-    None (logged) when the file or its seal is missing, or the seal does not hold: written elsewhere, edited, or
-    sealed with another secret."""
-    seal = read_bytes(uri + MAC_SUFFIX)
-    if seal is None:
-        log.warning("staged file %s: its seal is missing: made again", uri)
-        return None
+    None (logged) when the file or its seal is missing, or the seal does not hold: for a file the caller makes
+    again then."""
     try:
-        local = local_copy(uri, path)
-    except FileNotFoundError:  # a file gone from under its seal
-        log.warning("staged file %s: missing: made again", uri)
+        found = sealed(uri, secret, required=True)
+        return found.local(path)
+    except BrokenSeal as exc:
+        log.warning("staged %s: made again", exc)
         return None
-    if len(seal) != len(SEAL_MAGIC) + MAC_BYTES or seal[:len(SEAL_MAGIC)] != SEAL_MAGIC \
-            or not hmac.compare_digest(seal[len(SEAL_MAGIC):], _file_mac(secret, uri, local)):
-        log.warning("staged file %s: its seal does not hold (written elsewhere, edited, or sealed with another "
-                    "secret): made again", uri)
-        return None
-    return local

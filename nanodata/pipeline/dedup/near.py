@@ -23,6 +23,10 @@ It runs as a map and two reduces, over files staged in one place (`near`: a loca
   removed for its most similar kept earlier file, if any; removed.bin (sorted gids) and summary.json (each
   removed file reported with its twin and their edge's Jaccard; a cluster is a kept file and the files removed
   for it). Its memory grows with the edges, not the corpus; it reads the names of the files it reports only.
+
+Every file is sealed where it is staged (nanodata.storage.auth; `secret`: the build's, None: load_secret's) and
+read under its seal: bands.bin a piece per band, sigs.bin and names.txt a piece per block, so a group reading some
+bands and its candidates' signatures checks those bytes only. One not as sealed raises BrokenSeal.
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nanodata import storage
 from nanodata.pipeline.dedup.minhash import BINS, band_keys, jaccard, lsh_shape
 from nanodata.storage import join_uri as join
+from nanodata.storage.auth import Secret, block_cuts, load_secret, read_sealed, seal_bytes, seal_file, sealed
 
 # A path segment that marks vendored code (a copy of another project kept inside this one).
 VENDOR_SEGMENTS = frozenset({"third_party", "thirdparty", "3rdparty", "vendor", "vendored", "external", "extern",
@@ -46,6 +50,8 @@ EXAMPLES_KEPT = 1000    # removed files the summary names, with the file kept an
 LARGEST_KEPT = 20       # clusters the summary lists
 COALESCE = 8            # signature records read as one range when fewer than this many lie between two wanted
 GROUP_BYTES = 512 << 20  # band records a band group reads (a band at a time): 8 groups for 4.5M files
+SIG_BLOCK = 16           # signature records per sealed piece: a candidate read costs at most this many records
+NAME_BLOCK = 64 << 10    # bytes of names per sealed piece
 
 SIG_DTYPE = np.dtype([("rank", "<u8"), ("size", "<u8"), ("name_start", "<u8"), ("name_len", "<u8"),
                       ("sig", "<u4", (BINS,))])
@@ -119,11 +125,18 @@ class SignatureSink:
                 "by_project": {p: c for p, c in sorted(self.by_project.items())}}
 
 
-def store_signatures(directory: Path, near: str, partition: int) -> None:
-    """A closed sink's files into the build's `near` location (local dir or gs:// prefix)."""
-    for local, kind, suffix in (("sigs.bin", "sigs", ".bin"), ("names.txt", "names", ".txt"),
-                                ("bands.bin", "bands", ".bin")):
-        storage.write_file(Path(directory) / local, join(near, _name(kind, partition, suffix)))
+def store_signatures(directory: Path, near: str, partition: int, secret: Secret | None = None) -> None:
+    """A closed sink's files into the build's `near` location (local dir or gs:// prefix), sealed: sigs.bin and
+    names.txt in blocks (read at any record or name), bands.bin a piece per band (each band one range)."""
+    secret = load_secret(secret)
+    directory = Path(directory)
+    files = (directory / "sigs.bin").stat().st_size // SIG_DTYPE.itemsize
+    for local, kind, suffix, cuts in (
+            ("sigs.bin", "sigs", ".bin", block_cuts(files * SIG_DTYPE.itemsize, SIG_BLOCK * SIG_DTYPE.itemsize)),
+            ("names.txt", "names", ".txt", block_cuts((directory / "names.txt").stat().st_size, NAME_BLOCK)),
+            ("bands.bin", "bands", ".bin", block_cuts((directory / "bands.bin").stat().st_size,
+                                                      files * BAND_DTYPE.itemsize))):
+        seal_file(directory / local, join(near, _name(kind, partition, suffix)), secret, cuts)
 
 
 # ---------------------------------------------------------------- reduce 1: a group of bands -> verified edges
@@ -141,11 +154,6 @@ def group_bands(bands: int, groups: int, group: int) -> range:
     return range(group * per, min(bands, (group + 1) * per))
 
 
-def _read(uri: str, start: int, stop: int) -> bytes:
-    with storage.open_read(uri, start, stop) as f:
-        return f.read()
-
-
 def _runs(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For records sorted by (key, rank): (first record of the key, member) index pairs of every key shared."""
     if len(records) < 2:
@@ -157,7 +165,7 @@ def _runs(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return head[members], members
 
 
-def _load_signatures(near: str, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _load_signatures(near: str, refs: np.ndarray, secret: Secret) -> tuple[np.ndarray, np.ndarray]:
     """(META_DTYPE records, (n, BINS) uint16 signatures) of sorted unique refs (partition << 32 | record), read as
     coalesced ranges. Candidates are checked on each bin's low 16 bits (b-bit minwise hashing, Li and König 2010):
     half the memory of a group's candidates, and a chance agreement of 2**-16 per bin, far under the estimate's
@@ -171,17 +179,17 @@ def _load_signatures(near: str, refs: np.ndarray) -> tuple[np.ndarray, np.ndarra
         where = np.flatnonzero(parts == partition)
         wanted = index[where]
         breaks = np.flatnonzero(np.diff(wanted) > COALESCE) + 1
-        uri = join(near, _name("sigs", partition, ".bin"))
+        sigs_file = sealed(join(near, _name("sigs", partition, ".bin")), secret, required=True)
         for run in np.split(np.arange(len(wanted)), breaks):
             first, last = int(wanted[run[0]]), int(wanted[run[-1]])
-            block = np.frombuffer(_read(uri, first * size, (last + 1) * size), dtype=SIG_DTYPE)[wanted[run] - first]
+            block = np.frombuffer(sigs_file.read(first * size, (last + 1) * size), dtype=SIG_DTYPE)[wanted[run] - first]
             for name in META_DTYPE.names:
                 meta[name][where[run]] = block[name]
             sigs[where[run]] = block["sig"].astype(np.uint16)  # the low 16 bits
     return meta, sigs
 
 
-def _names(near: str, members: np.ndarray) -> list[tuple[str, str]]:
+def _names(near: str, members: np.ndarray, secret: Secret) -> list[tuple[str, str]]:
     """(project, source) of each MEMBER_DTYPE record, read from its partition's names file (coalesced ranges)."""
     names: list[tuple[str, str]] = [("", "")] * len(members)
     parts = (members["ref"] >> np.uint64(32)).astype(np.int64)
@@ -190,10 +198,10 @@ def _names(near: str, members: np.ndarray) -> list[tuple[str, str]]:
         where = where[np.argsort(members["name_start"][where], kind="stable")]
         starts, ends = members["name_start"][where], members["name_start"][where] + members["name_len"][where]
         breaks = np.flatnonzero(starts[1:] - ends[:-1] > COALESCE * 128) + 1
-        uri = join(near, _name("names", partition, ".txt"))
+        names_file = sealed(join(near, _name("names", partition, ".txt")), secret, required=True)
         for run in np.split(np.arange(len(where)), breaks):
             lo = int(starts[run[0]])
-            block = _read(uri, lo, int(ends[run].max()))
+            block = names_file.read(lo, int(ends[run].max()))
             for i, start, stop in zip(where[run].tolist(), (starts[run] - lo).tolist(), (ends[run] - lo).tolist(),
                                       strict=True):
                 project, _, source = block[start:stop].decode("utf-8", "surrogatepass").partition("\t")
@@ -201,14 +209,17 @@ def _names(near: str, members: np.ndarray) -> list[tuple[str, str]]:
     return names
 
 
-def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, list[int]]], threshold: float) -> dict:
+def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, list[int]]], threshold: float,
+               secret: Secret | None = None) -> dict:
     """Mapped: the verified near-copy pairs among the files sharing a key in any of `bands`, written to
     edges/GGGGG.bin (EDGE_DTYPE) and members/GGGGG.bin (MEMBER_DTYPE: each file of an edge, where its name is).
     partitions: (partition number, its band_offsets) of every partition that signed a file."""
+    secret = load_secret(secret)
+    band_files = {p: sealed(join(near, _name("bands", p, ".bin")), secret, required=True) for p, _ in partitions}
     heads, members = [], []
     for band in bands:
-        records = [np.frombuffer(_read(join(near, _name("bands", p, ".bin")), offsets[band], offsets[band + 1]),
-                                 dtype=BAND_DTYPE) for p, offsets in partitions if offsets[band + 1] > offsets[band]]
+        records = [np.frombuffer(band_files[p].read(offsets[band], offsets[band + 1]), dtype=BAND_DTYPE)
+                   for p, offsets in partitions if offsets[band + 1] > offsets[band]]
         merged = np.concatenate(records) if records else np.zeros(0, BAND_DTYPE)
         merged = merged[np.lexsort((merged["rank"], merged["key"]))]
         head, member = _runs(merged)
@@ -219,7 +230,7 @@ def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, 
     # one check per (first, member) pair, however many bands it shares
     pairs = np.unique(np.stack([head["ref"], member["ref"]], axis=1), axis=0) if len(head) else np.zeros((0, 2), np.uint64)
     refs = np.unique(pairs)
-    meta, sigs = _load_signatures(near, refs)
+    meta, sigs = _load_signatures(near, refs, secret)
     row = {int(r): i for i, r in enumerate(refs.tolist())}
     ia = np.searchsorted(refs, pairs[:, 0])
     ib = np.searchsorted(refs, pairs[:, 1])
@@ -237,13 +248,13 @@ def find_edges(near: str, group: int, bands: range, partitions: list[tuple[int, 
     out = np.zeros(len(a), dtype=EDGE_DTYPE)
     out["a"], out["b"], out["jaccard"] = np.minimum(ranks[a], ranks[b]), np.maximum(ranks[a], ranks[b]), j
     out = np.unique(out)  # sorted, one row per pair
-    storage.write_bytes(join(near, _name("edges", group, ".bin")), out.tobytes())
+    seal_bytes(join(near, _name("edges", group, ".bin")), out.tobytes(), secret)
     used = np.unique(np.concatenate([a, b]))
     members = np.zeros(len(used), dtype=MEMBER_DTYPE)
     for field in ("rank", "size", "name_start", "name_len"):
         members[field] = meta[field][used]
     members["ref"] = refs[used]
-    storage.write_bytes(join(near, _name("members", group, ".bin")), members.tobytes())
+    seal_bytes(join(near, _name("members", group, ".bin")), members.tobytes(), secret)
     return {"group": group, "bands": [bands.start, bands.stop], "candidate_pairs": len(pairs),
             "edges": len(out), "rejected": int((~passed).sum()) - len(retried)}
 
@@ -286,13 +297,14 @@ def kept_twins(a: np.ndarray, b: np.ndarray, jaccard: np.ndarray, n: int) -> tup
     return twin, similar
 
 
-def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
+def settle(near: str, groups: int, by_project: dict, threshold: float, secret: Secret | None = None) -> dict:
     """One task: every group's edges -> connected components -> removed.bin (sorted gids of the files that lose
     their docs) and summary.json. by_project: project -> [files signed, bytes], summed over partitions."""
-    edges = [np.frombuffer(storage.read_bytes(join(near, _name("edges", g, ".bin"))) or b"", dtype=EDGE_DTYPE)
-             for g in range(groups)]
+    secret = load_secret(secret)
+    edges = [np.frombuffer(read_sealed(join(near, _name("edges", g, ".bin")), secret, required=True),
+                           dtype=EDGE_DTYPE) for g in range(groups)]
     edge = np.unique(np.concatenate(edges)) if edges else np.zeros(0, EDGE_DTYPE)
-    members = np.concatenate([np.frombuffer(storage.read_bytes(join(near, _name("members", g, ".bin"))) or b"",
+    members = np.concatenate([np.frombuffer(read_sealed(join(near, _name("members", g, ".bin")), secret, required=True),
                                             dtype=MEMBER_DTYPE) for g in range(groups)] or [np.zeros(0, MEMBER_DTYPE)])
     nodes = np.unique(np.concatenate([edge["a"], edge["b"]])) if len(edge) else np.zeros(0, np.uint64)
     _, first = np.unique(members["rank"], return_index=True)  # every node is a member of the group of its edges
@@ -304,22 +316,22 @@ def settle(near: str, groups: int, by_project: dict, threshold: float) -> dict:
     similar = similar_to[removed]
     label = np.where(twin >= 0, twin, np.arange(len(nodes)))   # a cluster: a kept file and those removed for it
     removed_gids = np.sort(gid_of_rank(nodes[removed]))
-    storage.write_bytes(join(near, "removed.bin"), removed_gids.astype("<u8").tobytes())
-    summary = _summary(near, nodes, label, removed, kept, similar, members, by_project, threshold)
+    seal_bytes(join(near, "removed.bin"), removed_gids.astype("<u8").tobytes(), secret)
+    summary = _summary(near, nodes, label, removed, kept, similar, members, by_project, threshold, secret)
     summary["candidate_pairs_verified"] = int(len(edge))
-    storage.write_bytes(join(near, "summary.json"), json.dumps(summary, indent=1, sort_keys=True).encode())
+    seal_bytes(join(near, "summary.json"), json.dumps(summary, indent=1, sort_keys=True).encode(), secret)
     return summary
 
 
 def _summary(near: str, nodes, label, removed, kept, similar, members: np.ndarray, by_project: dict,
-             threshold: float) -> dict:
+             threshold: float, secret: Secret) -> dict:
     """What settle reports; names are read for the removed files and the kept files it names only."""
     sizes = members["size"].astype(np.int64)
     roots, cluster_size = np.unique(label, return_counts=True)
     cluster_bytes = np.bincount(label, weights=sizes, minlength=len(nodes))
     biggest = sorted(zip((-cluster_size).tolist(), roots.tolist(), strict=True))[:LARGEST_KEPT]
     shown = sorted(set(removed.tolist()) | set(kept[:EXAMPLES_KEPT].tolist()) | {root for _, root in biggest})
-    name = dict(zip(shown, _names(near, members[shown]) if shown else [], strict=True))
+    name = dict(zip(shown, _names(near, members[shown], secret) if shown else [], strict=True))
     projects: dict[str, dict] = {}
     for r in removed.tolist():
         counts = projects.setdefault(name[r][0], {"removed": 0, "bytes_removed": 0})
@@ -351,10 +363,9 @@ def _summary(near: str, nodes, label, removed, kept, similar, members: np.ndarra
     }
 
 
-def load_removed(near: str) -> np.ndarray:
-    """The sorted gids whose docs are dropped (empty when nothing was removed)."""
-    data = storage.read_bytes(join(near, "removed.bin"))
-    return np.frombuffer(data or b"", dtype="<u8")
+def load_removed(near: str, secret: Secret | None = None) -> np.ndarray:
+    """The sorted gids whose docs are dropped (empty when nothing was removed), under settle's seal."""
+    return np.frombuffer(read_sealed(join(near, "removed.bin"), load_secret(secret), required=True), dtype="<u8")
 
 
 def is_removed(removed: np.ndarray, gids: np.ndarray) -> np.ndarray:
@@ -380,11 +391,12 @@ def signed_partitions(signed: list[tuple[int, dict]]) -> tuple[list[tuple[int, l
     return partitions, by_project, sum(info["files"] for _, info in signed)
 
 
-def reduce_here(near: str, signed: list[tuple[int, dict]], threshold: float) -> dict:
+def reduce_here(near: str, signed: list[tuple[int, dict]], threshold: float, secret: Secret | None = None) -> dict:
     """Every band group, then settle, in this process (what the DAG's mapped tasks and its settle task do)."""
+    secret = load_secret(secret)
     partitions, by_project, files = signed_partitions(signed)
     bands, _ = lsh_shape(threshold)
     groups = group_count(files, bands)
     for group in range(groups):
-        find_edges(near, group, group_bands(bands, groups, group), partitions, threshold)
-    return settle(near, groups, by_project, threshold)
+        find_edges(near, group, group_bands(bands, groups, group), partitions, threshold, secret)
+    return settle(near, groups, by_project, threshold, secret)
