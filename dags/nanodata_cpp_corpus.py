@@ -48,8 +48,9 @@ Builds a C++ pretraining corpus:
 * Nightly rebuilds cost what changed: each file's result (docs, signature, cleaning outcome; in the global modes its
   parsed units) is kept in `DESTINATION/.cache/` under its content digest and the settings, and reused by later
   builds (`reuse`, on by default); in the global modes a project is re-emitted when a file it can see changed.
-  Cache entries and the staged unit stores and index carry a keyed MAC made with the Airflow Variable
-  `nanodata_cache_secret` (set it: Admin → Variables, 32+ random characters); one that fails it is made again.
+  Cache entries and every file a task stages for another carry a keyed MAC made with the Airflow Variable
+  `nanodata_cache_secret` (set it: Admin → Variables, 32+ random characters); one that fails it is made again by
+  the task that finds it where it can be, else that task stops in one line naming it and what to delete.
   `plan` hands each tree file's digest to its task, so an unchanged file is not even read. Near-dedup, exact dedupe,
   the shuffle and the shards run over every doc: the corpus is byte-identical to a build into an empty destination.
   The chunk tasks log, and the report and the Asset event's `extra` carry, under `reuse`: files and bytes reused
@@ -180,7 +181,7 @@ def nanodata_cpp_corpus():
         from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.plan(where["source"], where["destination"], _build_params(params),
-                               partition_mb=params["partition_mb"])
+                               partition_mb=params["partition_mb"], cache_secret=_cache_secret())
 
     @task
     def parse_batches(planned: dict) -> list[dict]:
@@ -213,7 +214,7 @@ def nanodata_cpp_corpus():
     def near(batch: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.near_batch(batch)
+        return cpp_corpus.near_batch(batch, cache_secret=_cache_secret())
 
     # after near too, which is skipped without near-dedup; skipped itself when chunk was (an up-to-date build)
     @task(trigger_rule="none_failed_min_one_success")
@@ -223,31 +224,34 @@ def nanodata_cpp_corpus():
         batches = mapped_results(batches)
         first = batches[0]
         return cpp_corpus.route(first["stage"], first["key"], rows_per_file=params["rows_per_file"],
-                                shard_mb=params["shard_mb"], val_fraction=params["val_fraction"])
+                                shard_mb=params["shard_mb"], val_fraction=params["val_fraction"],
+                                cache_secret=_cache_secret())
 
     @task
     def bucket(batch: dict) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.bucket_batch(batch)
+        return cpp_corpus.bucket_batch(batch, cache_secret=_cache_secret())
 
     @task
     def shard_batches(buckets: list[dict]) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"])
+        return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"], cache_secret=_cache_secret())
 
     @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
     def shard(batch: dict, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.shard_batch(where["destination"], batch, tokenizer=params["tokenizer"])
+        return cpp_corpus.shard_batch(where["destination"], batch, tokenizer=params["tokenizer"],
+                                      cache_secret=_cache_secret())
 
     @task(outlets=[CPP_CORPUS])
     def publish(shards: list[dict], where: dict, outlet_events=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        info = cpp_corpus.publish(where["destination"], shards[0]["stage"], shards[0]["key"])
+        info = cpp_corpus.publish(where["destination"], shards[0]["stage"], shards[0]["key"],
+                                  cache_secret=_cache_secret())
         outlet_events[CPP_CORPUS].extra = info
         return {**info, "stage": shards[0]["stage"]}
 
@@ -257,7 +261,7 @@ def nanodata_cpp_corpus():
         from nanodata.report.corpus_report import report_build
 
         uri = report_build(published["uri"], tokenizer=params["tokenizer"], max_tokens=params["max_tokens"],
-                           **cpp_corpus.report_extras(published["stage"]))
+                           **cpp_corpus.report_extras(published["stage"], cache_secret=_cache_secret()))
         log_report(uri, published["uri"])
         return published["key"]
 
@@ -265,7 +269,7 @@ def nanodata_cpp_corpus():
     def cleanup(key: str, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_builds"])
+        return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_builds"], cache_secret=_cache_secret())
 
     where = target()
     planned = plan(where)
@@ -286,7 +290,8 @@ def _cache_secret() -> str | None:
     """The deployment's cache secret (the Airflow Variable CACHE_SECRET), read in the task that needs it and handed
     to the library, never returned (XCom) nor logged. Unset: the workers' NANODATA_CACHE_SECRET, else each worker's
     own secret file (nanodata.storage.auth): right for one worker; with several, set the Variable, or each worker's
-    entries and staged files are a miss to the others (rebuilt: a slower build, never a wrong corpus)."""
+    cache entries are a miss to the others and its staged files fail their seals there (made again, or the task
+    stops in one line: never a wrong corpus)."""
     from airflow.sdk import Variable
 
     return Variable.get(CACHE_SECRET, default=None)

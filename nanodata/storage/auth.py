@@ -381,9 +381,15 @@ def sealed(uri: str, secret: Secret, required: bool = False) -> Sealed | None:
 
 
 def read_sealed(uri: str, secret: Secret, required: bool = False) -> bytes | None:
-    """A staged file's bytes, checked (see `sealed`)."""
-    found = sealed(uri, secret, required)
-    return None if found is None else found.read()
+    """A staged file's bytes, checked (see `sealed`); None also for one deleted from under its seal, whatever the
+    seal, unless `required` (deleting both is always possible: a seal alone vouches for nothing)."""
+    try:
+        found = sealed(uri, secret, required)
+        return None if found is None else found.read()
+    except BrokenSeal:
+        if required or exists(uri):
+            raise
+        return None
 
 
 def read_sealed_json(uri: str, secret: Secret, required: bool = False):

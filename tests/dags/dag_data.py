@@ -53,11 +53,12 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
 
 
 def set_buckets(stage: str, buckets: int) -> None:
-    """Rewrite plan.json's bucket count (before any chunk task ran), as another input size would have set it."""
-    from nanodata import storage
+    """Rewrite plan.json's bucket count (before any chunk task ran), as another input size would have set it, and
+    seal it again as plan does (with the suite's secret)."""
+    from nanodata.storage.auth import load_secret, read_sealed_json, seal_json
 
-    plan = storage.read_json(f"{stage}/plan.json")
-    storage.write_json(f"{stage}/plan.json", {**plan, "buckets": buckets})
+    plan = read_sealed_json(f"{stage}/plan.json", load_secret(), required=True)
+    seal_json(f"{stage}/plan.json", {**plan, "buckets": buckets}, load_secret())
 
 
 def run_tail(dest: str, planned: dict, params: dict) -> list[dict]:

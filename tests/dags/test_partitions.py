@@ -165,7 +165,7 @@ def test_a_zstd_input_is_read_from_its_frames_with_no_decompressed_copy(source, 
             assert all(0 <= pc["start"] - pc["zstd_frame"][1] <= 0.002 * 2 ** 20 for pc in pieces)
             assert len({tuple(pc["zstd_frame"]) for pc in pieces}) >= 3
         else:
-            assert len(seeks) == 1 and len(list((stage / "parts").iterdir())) == len(pieces) - 1
+            assert len(seeks) == 1 and len(list((stage / "parts").glob("*.jsonl"))) == len(pieces) - 1
         assert _build_files(dest, planned["key"]) == _build_files(str(tmp_path / "gz"), reference["key"])
         assert info["docs"] == reference["docs"]
 
