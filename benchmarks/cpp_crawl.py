@@ -102,25 +102,28 @@ def _line(repo: str, rel: str, text: str) -> str:
     return json.dumps({"text": text, "path": rel, "repo": repo}, ensure_ascii=False) + "\n"
 
 
+def _distinct(files: list[tuple[str, str, str]], n: int) -> tuple[str, str, str]:
+    """The n-th distinct record: (repo, path, text)."""
+    repo, rel, text = files[n % len(files)]
+    v = n // len(files)
+    return f"{repo}-v{v}", rel, variant(text, v)
+
+
 def write_crawl(path: Path, megabytes: float, files: list[tuple[str, str, str]]) -> Crawl:
     """Records in PATTERN until their text holds `megabytes` MB (10^6 bytes)."""
     rng = random.Random(SEED)
     crawl = Crawl(path)
-    distinct: list[tuple[str, str, str]] = []
     limit = int(megabytes * 1e6)
     with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as out:
         while crawl.text_bytes < limit:
             kind = PATTERN[crawl.records % len(PATTERN)]
             if kind == "D":
-                n = len(distinct)
-                repo, rel, text = files[n % len(files)]
-                v = n // len(files)
-                record = (f"{repo}-v{v}", rel, variant(text, v))
-                distinct.append(record)
+                record = _distinct(files, crawl.kinds["distinct"])
+                crawl.variants = crawl.kinds["distinct"] // len(files) + 1
                 crawl.kinds["distinct"] += 1
-                crawl.variants = v + 1
             else:
-                repo, rel, text = rng.choice(distinct)
+                # made again rather than kept: the distinct records' text would be most of the crawl in memory
+                repo, rel, text = _distinct(files, rng.randrange(crawl.kinds["distinct"]))
                 mirror = f"mirror{crawl.records % 97}"
                 record = (mirror, rel, near_copy(text, rng, crawl.records)) if kind == "N" else (mirror, rel, text)
                 crawl.kinds["near" if kind == "N" else "exact"] += 1
