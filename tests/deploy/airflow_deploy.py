@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import psycopg2
 import requests
+from support.ports import free_port
 
 VENV_BIN = Path(sys.executable).parent
 # Set by the `deploy_services` fixture (tests/deploy/conftest.py): the machine's servers, or ones started by
@@ -30,12 +30,7 @@ VENV_BIN = Path(sys.executable).parent
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 REDIS_URL = "redis://127.0.0.1:6379/13"
 ADMIN = "admin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PAGE_LIMIT = 100  # the REST API's default [api] maximum_page_limit: the most items one list request returns
 
 
 def _admin_connection():
@@ -62,7 +57,7 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
     """The environment every component shares: one config, so secrets and ports agree.
 
     `celery_node_hostnames`: task instances record the Celery node that ran them (worker1-<queue>@<host>) as
-    their hostname, not the machine's name, which all workers of one machine share (see celery_node_hostname).
+    their hostname, not the machine's name, which all workers of one machine share (celery_node.py).
     """
     api_port = free_port()
     # inherited AIRFLOW* settings (another test's Airflow, say) must not leak into this deployment
@@ -104,21 +99,10 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "nanodata-deploy-" + db_url.rsplit("_", 1)[-1],
     })
     if celery_node_hostnames:
-        env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = f"{Path(__file__).stem}.celery_node_hostname"
+        env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] = "celery_node.celery_node_hostname"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
     env.update(extra or {})
     return env
-
-
-def celery_node_hostname() -> str:
-    """[core] hostname_callable: inside a Celery task (where the task supervisor runs, and reports the hostname
-    when the task starts and on every heartbeat) the name of the Celery node running it; elsewhere (scheduler,
-    api-server, ...) the machine's FQDN, as Airflow's default does."""
-    from celery import current_task
-
-    if current_task and current_task.request.hostname:
-        return current_task.request.hostname
-    return socket.getfqdn()
 
 
 def celery_workers(queue: str, count: int = 1, concurrency: int = 2) -> list[list[str]]:
@@ -272,9 +256,18 @@ class AirflowDeployment:
         assert state == "success", f"run {run_id} is {state}\n{self.task_summary(dag_id, run_id)}\n{self.logs()}"
         return state
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
-        return r.json()["task_instances"]
+    def task_instances(self, dag_id: str, run_id: str, page: int = PAGE_LIMIT) -> list[dict]:
+        """Every task instance of the run, `page` at a time: the API returns at most [api] maximum_page_limit
+        (100) whatever limit is asked for, so one request would silently drop the rest of a big run."""
+        tis: list[dict] = []
+        while True:
+            r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
+                         params={"limit": page, "offset": len(tis)})  # ordered by map_index, then id: stable
+            assert r.status_code == 200, f"task instances of {run_id}: {r.status_code} {r.text}"
+            body = r.json()
+            tis += body["task_instances"]
+            if len(tis) >= body["total_entries"] or not body["task_instances"]:
+                return tis
 
     def task_summary(self, dag_id: str, run_id: str) -> str:
         """Each task's state, and the log of every failed one (what a failed test should show)."""
