@@ -154,7 +154,7 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
         assert proc.poll() is not None and not group_alive(proc.pid)
     task_logs = sorted((home / "logs").rglob("*.log"))
     assert len(task_logs) >= len(ran)
-    # Airflow's own imports (svcs -> starlette.testclient) warned in every task without httpx2 installed
+    # Airflow imports starlette.testclient as it starts (svcs.fastapi): without httpx2 that warns in its logs
     warned = [p.name for p in [*task_logs, *home.glob("*.log")] if "StarletteDeprecationWarning" in p.read_text()]
     assert not warned, warned
 
