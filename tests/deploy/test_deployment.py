@@ -155,7 +155,7 @@ def test_corpus_build_in_a_real_deployment(executor, metadata_db, gcs_emulator, 
     task_logs = sorted((home / "logs").rglob("*.log"))
     assert len(task_logs) >= len(ran)
     # Airflow imports starlette.testclient as it starts (svcs.fastapi): without httpx2 that warns in its logs
-    warned = [p.name for p in [*task_logs, *home.glob("*.log")] if "StarletteDeprecationWarning" in p.read_text()]
+    warned = [p.name for p in [*task_logs, *home.glob("*.log")] if "StarletteDeprecationWarning" in p.read_text(errors="replace")]
     assert not warned, warned
 
 
