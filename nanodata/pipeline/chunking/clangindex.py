@@ -7,8 +7,10 @@ names it identically in every file that sees it, so a call in x.cc to a method d
 that the method's definition in y.cc carries.
 
 Three steps, each plain data (dataclasses of str, int, bool and tuples: nanodata.storage.plain can store them):
-- `compile_flags` / `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/)
-  or inferred (the project's include directories, -std, the host compiler's system include directories);
+- `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/) or inferred (the
+  directories of the project, and of the dependency projects given, that hold the headers its #includes name;
+  -std; the host compiler's system include directories; optionally a precompiled header of the C++ standard
+  library headers the project includes, built once per project: `standard_pch`);
 - `parse_file`: one file -> `FileResult`: the definitions and the references of the file's own code (never the
   cursors of what it includes), what each reference binds to and whether that is in the project, the digests of
   the files the parse included; a file clang cannot use comes back with `fallback` saying why (never raises);
@@ -71,7 +73,6 @@ _expansion_file = ci.conf.lib["clang_getInstantiationLocation"]
 _expansion_file.argtypes = [ci.SourceLocation, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p,
                             ctypes.c_void_p]
 _expansion_file.restype = None
-
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def _absolute(args: list[str], directory: str) -> list[str]:
     """A compile command's arguments for parsing from elsewhere: no compiler, output, -c nor source file; include
     paths made absolute against the command's directory."""
     out, i = [], 1
-    joined = ("-I", "-isystem", "-iquote", "-idirafter", "-include")
+    joined = ("-I", "-isystem", "-iquote", "-idirafter", "-include-pch", "-include", "-imacros")
     while i < len(args):
         arg = args[i]
         if arg in ("-c", "-o") or arg.startswith("-o") and len(arg) > 2:
@@ -162,17 +163,26 @@ class FlagSource:
     project). With `pch_dir`, inferred flags load a precompiled header of the C++ standard library headers the
     project includes (`standard_pch`): built once per project, it spares each file parsing them again."""
 
-    def __init__(self, root: str | os.PathLike, settings: Settings = Settings(), pch_dir: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike, settings: Settings = Settings(), pch_dir: str | os.PathLike | None = None,
+                 dependencies: tuple[str | os.PathLike, ...] = ()):
         self.root = os.path.realpath(root)
         self.settings = settings
         self.pch_dir = pch_dir
+        # other projects' roots (those whose headers the project includes): their directories can satisfy its
+        # #includes too, after its own (re2 includes absl/...: without abseil, every file of it falls back)
+        self.dependencies = tuple(os.path.realpath(d) for d in dependencies)
         self.commands: dict[str, tuple[str, ...]] = {}  # relative path -> flags, from compile_commands.json
         self.origin = "inferred"
         for name in COMPILE_COMMANDS:
             path = os.path.join(self.root, name)
             if os.path.isfile(path):
-                self._load(path)
-                self.origin = name
+                try:
+                    self._load(path)
+                    self.origin = name
+                except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                    # the project's own file, as the corpus holds it: unusable, it leaves the flags inferred
+                    self.commands.clear()
+                    self.origin = f"inferred ({name} unreadable: {type(exc).__name__}: {exc})"
                 break
         self._sources = sorted(self.commands)
         self._inferred: dict[str, tuple[str, ...]] = {}
@@ -205,6 +215,9 @@ class FlagSource:
     def _infer(self) -> None:
         files, named = project_includes(self.root)
         found = [f"-I{os.path.join(self.root, d)}" if d else f"-I{self.root}" for d in include_dirs(files, named)]
+        for dependency in self.dependencies:
+            found += [f"-I{os.path.join(dependency, d)}" if d else f"-I{dependency}"
+                      for d in include_dirs(_files(dependency), named)]
         system = [arg for directory in host_include_dirs() for arg in ("-isystem", directory)]
         self._inferred["c"] = ("-x", "c", *found, *system, *QUIET)
         cxx = ("-x", "c++", f"-std={self.settings.std}", *found, *system, *QUIET)
@@ -215,13 +228,13 @@ class FlagSource:
 
 def project_includes(root: str) -> tuple[list[str], set[str]]:
     """The project's C++ files (relative paths) and every name its #includes give."""
-    files, named = [], set()
-    for rel, _ in tree_files(root, CPP_EXTENSIONS):
-        if isinstance(rel, Problem):
-            continue
-        files.append(rel)
-        named.update(m.decode("utf-8", "replace") for m in INCLUDE.findall(Path(root, rel).read_bytes()))
+    files = _files(root)
+    named = {m.decode("utf-8", "replace") for rel in files for m in INCLUDE.findall(Path(root, rel).read_bytes())}
     return files, named
+
+
+def _files(root: str) -> list[str]:
+    return [rel for rel, _ in tree_files(root, CPP_EXTENSIONS) if not isinstance(rel, Problem)]
 
 
 def include_dirs(files: list[str], named: set[str]) -> list[str]:

@@ -316,3 +316,22 @@ def test_standard_pch_changes_nothing_but_the_flags(tmp_path):
         assert (with_pch[rel].definitions, with_pch[rel].references) == (result.definitions, result.references)
     calls = {d.qualified for _, d in cx.resolve(plain["names.cc"], _index(plain))}
     assert calls == {"names::Names", "names::Names::all", "names::Names::size"}
+
+
+def test_dependency_projects_satisfy_includes(tmp_path):
+    dep = _tree(tmp_path / "dep", {"include/dep/util.h": "#pragma once\nnamespace dep { int util(int v); }\n"})
+    root = _tree(tmp_path / "app", {"main.cc": '#include "dep/util.h"\nint run() { return dep::util(1); }\n'})
+    alone = cx.parse_file(root, "main.cc", cx.FlagSource(root).flags_for("main.cc"))
+    assert alone.fallback == "fatal error at main.cc:1: 'dep/util.h' file not found"
+    flags = cx.FlagSource(root, dependencies=(dep,)).flags_for("main.cc")
+    assert f"-I{dep / 'include'}" in flags
+    result = cx.parse_file(root, "main.cc", flags)
+    # bound, to a declaration outside this project: the dependency's index is where it resolves
+    assert [(r.kind, r.usr, r.in_project) for r in result.references] == [("call", "c:@N@dep@F@util#I#", False)]
+
+
+def test_unreadable_compile_commands_leave_the_flags_inferred(tmp_path):
+    root = _tree(tmp_path, {"a.cc": "int a() { return 1; }\n", "compile_commands.json": '[{"directory": "/"}]'})
+    flags = cx.FlagSource(root)
+    assert flags.origin == "inferred (compile_commands.json unreadable: KeyError: 'command')"
+    assert not cx.parse_file(root, "a.cc", flags.flags_for("a.cc")).fallback
