@@ -101,8 +101,8 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     seals the staged files (every step is given the same; None: nanodata.storage.auth.load_secret); a plan.json
     that is not as sealed is planned again.
     """
-    PARTITION_MB.check("partition_mb", partition_mb)
-    secret = load_secret(cache_secret)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    secret = load_secret(cache_secret)
     _check_cleaning(params)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nanodata-plan-") as listings:  # the trees' files, hashed once
@@ -543,7 +543,7 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
         else:
             with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:
                 docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
-                groups = stage_docs(docs, out, mode)
+                groups = stage_docs(docs, out)
         buckets = read_sealed_json(plan_uri(stage), secret, required=True)["buckets"]
         scattered = tail.scatter(out, groups, buckets, item_uri(stage, tail.SCATTER, partition["partition"], ".bin"),
                                  tmp, secret)

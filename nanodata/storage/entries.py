@@ -1,11 +1,13 @@
 """A content-addressed store of entries that cannot lie: what an incremental build reuses (DEST/.cache/).
 
 An entry is bytes under a 16-byte key (the caller's digest of everything that decides them). It is written whole
-(local: its own temp name, fsync, rename; GCS: one upload) and read back only when its MAC holds: a keyed
-blake2b-256 (nanodata.storage.auth: the secret lives outside the store) over the entry's key, length and payload.
+(local: its own temp name, then a rename, never fsynced: one a power cut loses or tears is a miss; GCS: one upload)
+and read back only when its MAC holds: a keyed blake2b-256 (nanodata.storage.auth: the secret lives outside the
+store) over the entry's key, length and payload.
 A missing, truncated or corrupt entry, one edited (even with a checksum recomputed), one copied to another key or
 one written with another secret is a miss the caller rebuilds (`get` says which), never bytes handed on. This is
 how build caches (Bazel's CAS, ccache) stay correct: a key names its output, a MAC guards where and what it is.
+A run of lookups (`get_many`) fetches entries from gs:// a window ahead on threads: round trips overlap.
 
 Retention: each successful build records the keys it used (`record_use`); `retain(keep)` keeps the newest `keep`
 records and deletes every entry none of them names, unless it is younger than a grace period: builds sharing a
@@ -25,7 +27,17 @@ import numpy as np
 from nanodata.ranges import CACHE_GRACE_HOURS
 from nanodata.storage.auth import MAC_BYTES, Secret, load_secret
 from nanodata.storage.files import atomic_output
-from nanodata.storage.uri import delete_files, is_gcs, iter_sizes, iter_stats, join_uri, read_bytes, write_bytes
+from nanodata.storage.uri import (
+    delete_files,
+    in_order,
+    is_gcs,
+    iter_sizes,
+    iter_stats,
+    join_uri,
+    read_bytes,
+    read_unchecked,
+    write_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +50,9 @@ PURPOSE = b"nanodata-entry"
 KEY_BYTES = 16
 KEY = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # a key as two big-endian words: sorts as its bytes do
 SWEEP_BATCH = 65_536  # entry names the sweep holds at a time
+# entries fetched ahead from gs:// (get_many): with a GET taking ~30 ms and ~0.5 ms of CPU, 64 in flight keep one
+# core busy; 10,000 entries then take ~5 s, not 10,000 round trips
+WINDOW = 64
 ENTRIES, USED = "entries", "used"
 
 
@@ -67,7 +82,7 @@ class EntryStore:
         """(payload, "hit"), or (None, "miss") when there is no entry, (None, "corrupt") when its bytes are truncated
         or not an entry, (None, "forged") when its MAC does not hold: edited, copied from another key, or written
         with another secret (both logged; the caller rebuilds it)."""
-        data = read_bytes(self._uri(key))
+        data = read_unchecked(self._uri(key))  # the MAC checks the bytes: no checksum of the transfer besides
         if data is None:
             return None, "miss"
         view = memoryview(data)
@@ -83,6 +98,19 @@ class EntryStore:
             return None, "forged"
         return bytes(payload), "hit"
 
+    def get_many(self, keys, window: int = WINDOW):
+        """get(key) of each key (None for a None key: nothing looked up), in order. From gs:// the entries are
+        fetched up to `window` ahead on threads, so a run of lookups costs about one round trip per `window`
+        entries, not one each; memory holds `window` entries. A local store reads them in turn (as fast: a
+        local read is no round trip). The keys are taken from their iterable in the caller's thread."""
+        def get(key: bytes | None):
+            return None if key is None else self.get(key)
+
+        if not is_gcs(self.root):
+            return map(get, keys)
+        _ = self.secret  # loaded once here, not by the first threads at the same moment
+        return in_order(get, keys, window)
+
     def put(self, key: bytes, payload: bytes) -> int:
         """Write an entry whole (replacing a corrupt one); returns its size. Writers racing on one key write equal
         bytes, each through its own temp name."""
@@ -91,8 +119,8 @@ class EntryStore:
         uri = self._uri(key)
         if is_gcs(uri):
             write_bytes(uri, data)
-        else:
-            with atomic_output(uri, shared=True) as f:
+        else:  # not fsynced: an entry a power cut loses or tears is a miss (its length and MAC say so)
+            with atomic_output(uri, shared=True, durable=False) as f:
                 f.write(data)
         return len(data)
 

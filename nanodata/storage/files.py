@@ -69,10 +69,13 @@ def commit_together(*pairs: tuple[str | os.PathLike, str | os.PathLike]) -> None
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = False, **open_args):
+def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = False, durable: bool = True,
+                  **open_args):
     """`with atomic_output(p) as f: f.write(...)`: p appears whole when the block ends, or not at all.
     shared: processes may write p at the same moment (equal bytes, e.g. a content-addressed entry), so each
-    writes its own temp name and the last rename wins."""
+    writes its own temp name and the last rename wins. durable=False: no fsync of the file or its directory, for
+    a file whose loss or tearing by a power cut its readers detect and survive (a cache entry under a MAC: a
+    miss); no reader ever sees it half written, since it still appears by rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp") if shared else temp_name(path)
@@ -80,10 +83,12 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = F
         with disk_errors(path):
             with open(tmp, mode, **open_args) as f:
                 yield f
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
-            fsync_dir(path.parent)
+            if durable:
+                fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 

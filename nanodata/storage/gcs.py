@@ -10,6 +10,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from nanodata.errors import NanodataError
 from nanodata.storage.retry import CorruptTransfer, is_network_error, one_line, with_retries
@@ -77,6 +78,37 @@ def gcs_client():
                                 f"login`, set GOOGLE_APPLICATION_CREDENTIALS, or STORAGE_EMULATOR_HOST") from None
     _local.client = (emulator, client)
     return client
+
+
+def read_object(bucket: str, name: str) -> bytes | None:
+    """A small object's bytes (None when there is none) in one GET, retried: through a urllib3 pool of this thread
+    with its client's credentials, not a Blob download (a third of its CPU: no Blob, no requests session looking up
+    proxies in the environment per request), for many small objects read at once (nanodata.storage.entries).
+    The transfer's checksum is not checked: its caller checks what it reads (an entry's MAC)."""
+    import urllib3
+    from google.api_core.exceptions import from_http_status
+
+    client = gcs_client()
+    cached = getattr(_local, "reader", None)
+    if cached is None or cached[0] is not client:
+        from google.auth.transport.urllib3 import AuthorizedHttp
+
+        cached = _local.reader = (client, AuthorizedHttp(client._credentials, http=urllib3.PoolManager()))
+    url = f"{client.api_endpoint}/download/storage/v1/b/{bucket}/o/{quote(name, safe='~')}?alt=media"
+    label = f"gs://{bucket}/{name}"
+
+    def attempt() -> bytes | None:
+        try:
+            response = cached[1].request("GET", url, retries=False, timeout=urllib3.Timeout(*TIMEOUT))
+        except urllib3.exceptions.HTTPError as exc:  # refused, reset, timed out, a body cut short: retried
+            raise ConnectionError(f"read {label}: {exc}") from exc
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise from_http_status(response.status, f"read {label}: {response.data[:200]!r}")
+        return response.data
+
+    return with_retries(attempt, f"read {label}")
 
 
 def iter_blobs(bucket: str, prefix: str, what: str, delimiter: str | None = None, **retry):

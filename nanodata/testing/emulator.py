@@ -53,8 +53,10 @@ def stop_process(proc: subprocess.Popen, timeout: float) -> None:
 class GcsEmulator:
     """`with GcsEmulator() as emu:` → emulator answering at `emu.host` (set STORAGE_EMULATOR_HOST to it)."""
 
-    def __init__(self, port: int = 0, root: str | os.PathLike | None = None, startup_timeout: float = 30.0):
+    def __init__(self, port: int = 0, root: str | os.PathLike | None = None, startup_timeout: float = 30.0,
+                 prelude: str = ""):
         self.port = port  # 0: the first start picks a free one; restarts keep it, so the URL stays valid
+        self.prelude = prelude  # code run in the emulator's process before it starts (a benchmark's changes)
         self._own_root = root is None
         self.root = tempfile.mkdtemp(prefix="nanodata-gcs-") if root is None else os.fspath(root)
         os.makedirs(self.root, exist_ok=True)
@@ -74,7 +76,7 @@ class GcsEmulator:
     def start(self) -> GcsEmulator:
         if self.running:
             return self
-        cmd = [sys.executable, "-c", LAUNCH, "--data-dir", self.root,
+        cmd = [sys.executable, "-c", self.prelude + LAUNCH, "--data-dir", self.root,
                "start", "--host", "127.0.0.1", "--port", str(self.port), "--quiet"]
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

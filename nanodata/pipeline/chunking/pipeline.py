@@ -19,6 +19,7 @@ results come back in input order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -39,8 +40,8 @@ from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
 from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
-from nanodata.pipeline.chunking.stored import UNITS, Parsed, Result, signature_array, signature_bytes
-from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, staged_gid, staged_line, work_path
+from nanodata.pipeline.chunking.stored import UNITS, DocLine, Parsed, Result, signature_array, signature_bytes
+from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, doc_line_of, staged_gid, staged_line, work_path
 from nanodata.pipeline.cleaning.licenses import allowed
 from nanodata.pipeline.cleaning.stages import Drop
 from nanodata.pipeline.cleaning.tally import CleaningTally
@@ -80,10 +81,11 @@ def _license_drop(src: SourceFile) -> FileResult | None:
                       drop=Drop("license", f"its project's license is {src.license}"), license=src.license)
 
 
-def _through_cache(src: SourceFile, kind: str, make):
+def _through_cache(src: SourceFile, kind: str, make, ahead: tuple | None):
     """make(src, text) -> FileResult for one file, through the run's cache (reuse.FileCache) when it has one: a file
-    whose entry holds its result is never chunked, nor even read when its content digest was planned. Returns
-    the FileResult, or the file's Problem when it cannot be read."""
+    whose entry holds its result is never chunked, nor even read when its content digest was planned. ahead: its
+    entry as fetched ahead (FileCache.ahead), if it was. Returns the FileResult, or the file's Problem when it
+    cannot be read."""
     cache: FileCache | None = _state.get("cache")
     text, digest = None, src.digest if cache is not None else None
     if digest is None:
@@ -95,7 +97,7 @@ def _through_cache(src: SourceFile, kind: str, make):
         return dropped or make(src, text)
     digest = digest or text_content_digest(text, src.file)
     key = cache.key(kind, digest)
-    stored, rebuilt = cache.load(key)
+    stored, rebuilt = cache.load(key, ahead)
     if stored is not None:
         return _restored(stored, gid=src.gid, size=src.size, project=src.project, source=src.source, path=src.path,
                          license=src.license, key=key, digest=digest)
@@ -107,6 +109,22 @@ def _through_cache(src: SourceFile, kind: str, make):
         if read != digest:  # changed since it was planned: its entry is filed under what was read
             digest, key = read, cache.key(kind, read)
     return _saved(cache, key, rebuilt, make(src, text), digest)
+
+
+def _key_ahead(settings: dict, kind: str, item) -> bytes | None:
+    """The key an item's entry is looked up under, when it is known before the item is read (so the entry can be
+    fetched ahead): a file's planned content digest or a record's text (as _through_cache keys them), an emitted
+    file's view; None for a Problem, a file read first, or one its license drops (never looked up)."""
+    cache: FileCache = settings["cache"]
+    if isinstance(item, Problem):
+        return None
+    if kind == "emit":
+        view, ordinal = item[7:9]
+        return None if view is None else cache.key(kind, view, ordinal)
+    if settings["licenses"] is not None and not allowed(item.license, settings["licenses"]):
+        return None
+    digest = item.digest or (text_content_digest(item.text, item.file) if item.text is not None else None)
+    return None if digest is None else cache.key(kind, digest)
 
 
 def _saved(cache: FileCache, key: bytes, rebuilt: bool, result: FileResult, digest: str | None = None) -> FileResult:
@@ -126,8 +144,6 @@ def _stored(result: FileResult) -> Result:
 
 
 def _restored(stored: Result, *, source: str, **where) -> FileResult:
-    for doc in stored.docs:
-        doc.source = source
     payload = stored.payload
     return FileResult(syntax_errors=stored.syntax_errors, docs=stored.docs, stats=stored.stats,
                       signature=signature_array(stored.signature), drop=stored.drop,
@@ -164,18 +180,20 @@ def _chunker(files: dict) -> Chunker:
 
 
 def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
-    """A file's docs and their fidelity figures (the file's lines as its segments hold them). `fu` is a file's
-    one Doc when it fits whole (basic mode: never parsed, so no syntax errors are known)."""
+    """A file's docs, as their output lines (writer.doc_line_of), and their fidelity figures (the file's lines as
+    its segments hold them). `fu` is a file's one Doc when it fits whole (basic mode: never parsed, so no syntax
+    errors are known)."""
     if isinstance(fu, Doc):
-        fu.source = source
         stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
-        return FileResult(gid, size, False, [fu], rank=rank, project=project, stats=stats)
+        return FileResult(gid, size, False, [doc_line_of(fu, _state["mode"])], rank=rank, project=project,
+                          stats=stats, source=source)
     chunker = _chunker({gid: fu})
     docs = chunker.docs(gid, source)
     stats = file_stats(fu.whole_text(), [d.text for d in docs],
                        {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
                         "cut_docs": sum(d.cut for d in docs)})
-    return FileResult(gid, size, fu.syntax_errors, docs, rank=rank, project=project, stats=stats)
+    return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, _state["mode"]) for d in docs], rank=rank,
+                      project=project, stats=stats, source=source)
 
 
 def _chunk_text(src: SourceFile, text: str) -> FileResult:
@@ -189,9 +207,9 @@ def _chunk_text(src: SourceFile, text: str) -> FileResult:
     return result
 
 
-def _chunk_file(src: SourceFile):
+def _chunk_file(src: SourceFile, ahead: tuple | None = None):
     """Local modes: one file in, its docs (and signature) out."""
-    return _through_cache(src, "chunk", _chunk_text)
+    return _through_cache(src, "chunk", _chunk_text, ahead)
 
 
 def _parse_text(src: SourceFile, text: str) -> FileResult:
@@ -204,20 +222,20 @@ def _parse_text(src: SourceFile, text: str) -> FileResult:
                       payload=(UNITS.encode(fu), definitions(fu), fu.includes))
 
 
-def _parse_file(src: SourceFile):
+def _parse_file(src: SourceFile, ahead: tuple | None = None):
     """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out."""
-    return _through_cache(src, "parse", _parse_text)
+    return _through_cache(src, "parse", _parse_text, ahead)
 
 
-def _emit_file(row):
+def _emit_file(row, ahead: tuple | None = None):
     """Global modes, pass 2: a stored file's docs, with the global index; through the cache, keyed by what the
-    file can see (its project's view digest) and its place in its project."""
+    file can see (its project's view digest) and its place in its project (ahead: as _through_cache's)."""
     gid, source, project, size, _, blob, rank, view, ordinal = row
     cache: FileCache | None = _state.get("cache")
     if cache is None or view is None:
         return _chunked(gid, source, project, size, UNITS.decode(blob), rank)
     key = cache.key("emit", view, ordinal)
-    stored, rebuilt = cache.load(key)
+    stored, rebuilt = cache.load(key, ahead)
     if stored is not None:
         return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
     return _saved(cache, key, rebuilt, _chunked(gid, source, project, size, UNITS.decode(blob), rank))
@@ -228,13 +246,13 @@ class FileResult:
     gid: int
     size: int
     syntax_errors: bool
-    docs: list[Doc] = field(default_factory=list)
+    docs: list[DocLine] = field(default_factory=list)  # as the output holds them (writer.doc_line_of)
     payload: tuple | None = None
     rank: int = 0
     project: str = ""
     stats: dict | None = None   # fidelity.file_stats of its docs
     signature: np.ndarray | None = None  # near-dedup's (minhash.signature), when the run asks for it
-    source: str = ""            # the file's names, for near-dedup's summary and its vendoring rule
+    source: str = ""            # the file's names: its docs', near-dedup's summary's and its vendoring rule's
     path: str = ""
     drop: Drop | None = None    # why a filter (or the license allow-list) dropped it: no docs then
     redactions: Counter | None = None  # placeholders put in its text, by kind
@@ -250,12 +268,17 @@ def _bytes_of(item) -> int:
     return item.size if isinstance(item, SourceFile) else len(item[5])
 
 
-def _ordered_map(function, items, settings: dict, workers: int):
-    """function(item) for each item, in input order; Problems pass straight through; bounded in flight."""
+def _ordered_map(function, kind: str, items, settings: dict, workers: int):
+    """function(item, its entry fetched ahead or None) for each item, in input order; Problems pass straight
+    through; bounded in flight. With a cache on gs://, the entries of the `kind` pass are fetched ahead
+    (reuse.FileCache.ahead) here, while the workers chunk."""
+    cache: FileCache | None = settings.get("cache")
+    jobs = (((item, None) for item in items) if cache is None
+            else cache.ahead(items, functools.partial(_key_ahead, settings, kind)))
     if workers <= 1:
         _init_worker(settings)
-        for item in items:
-            yield item if isinstance(item, Problem) else function(item)
+        for item, ahead in jobs:
+            yield item if isinstance(item, Problem) else function(item, ahead)
         return
     pool = process_pool(workers, _init_worker, (settings,))
     try:
@@ -268,11 +291,11 @@ def _ordered_map(function, items, settings: dict, workers: int):
             in_flight -= size
             return head if isinstance(head, Problem) else head.get()
 
-        for item in items:
+        for item, ahead in jobs:
             if isinstance(item, Problem):
                 pending.append((0, item))
             else:
-                pending.append((_bytes_of(item), pool.apply_async(function, (item,))))
+                pending.append((_bytes_of(item), pool.apply_async(function, (item, ahead))))
                 in_flight += pending[-1][0]
             while (len(pending) > WINDOW * workers or in_flight > WINDOW_BYTES * workers
                    or isinstance(pending[0][1], Problem)):
@@ -353,9 +376,10 @@ class Tally:
                 "cleaning": self.cleaning.to_dict(), "reuse": self.reuse.to_dict()}
 
 
-def _results(function, items, settings: dict, workers: int, tally: Tally, bar):
-    """The usable results of function over items, in input order; problems and dropped files counted only."""
-    for result in _ordered_map(function, items, settings, workers):
+def _results(function, kind: str, items, settings: dict, workers: int, tally: Tally, bar):
+    """The usable results of function (the `kind` pass) over items, in input order; problems and dropped files
+    counted only."""
+    for result in _ordered_map(function, kind, items, settings, workers):
         if isinstance(result, Problem):
             tally.problem(result)
         elif result.drop is not None:
@@ -403,7 +427,7 @@ def _signed(results, sink: SignatureSink | None):
 
 def chunk_items(items, settings: dict, workers: int, tally: Tally, bar=None, sink: SignatureSink | None = None):
     """Local modes: each usable item's FileResult (its docs), in input order; signatures to `sink` when given."""
-    yield from _signed(_results(_chunk_file, items, settings, workers, tally, bar), sink)
+    yield from _signed(_results(_chunk_file, "chunk", items, settings, workers, tally, bar), sink)
 
 
 def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, bar=None,
@@ -411,7 +435,7 @@ def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, b
     """Global modes, map 1: parse a partition's items into a unit store; signatures to `sink` when given."""
     store = UnitStore(store_path)
     try:
-        for result in _signed(_results(_parse_file, items, settings, workers, tally, bar), sink):
+        for result in _signed(_results(_parse_file, "parse", items, settings, workers, tally, bar), sink):
             store.add_file(result.gid, result.size, result.syntax_errors, result.source, result.project, result.path,
                            *result.payload, digest=result.digest)
     finally:
@@ -424,20 +448,20 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
     groups: list[list[int]] = []
     with atomic_output(out_path) as out:
         rows = stored_files(store_path, index_path)
-        for result in _results(_emit_file, rows, {**settings, "index": str(index_path)}, workers, tally, bar):
+        for result in _results(_emit_file, "emit", rows, {**settings, "index": str(index_path)}, workers, tally, bar):
             start = out.tell()
-            out.write(b"".join(staged_line(d, settings["mode"], result.gid) for d in result.docs))
+            out.write(b"".join(staged_line(d, result.source, result.gid) for d in result.docs))
             if not groups or groups[-1][0] != result.rank:
                 groups.append([result.rank, start, start])
             groups[-1][2] = out.tell()
     return groups
 
 
-def stage_docs(results, out_path, mode: str) -> list:
+def stage_docs(results, out_path) -> list:
     """Local modes staged for a later merge: a partition's docs (FileResults) as staged lines; one group (rank 0)."""
     with atomic_output(out_path) as out:
         for result in results:
-            out.write(b"".join(staged_line(d, mode, result.gid) for d in result.docs))
+            out.write(b"".join(staged_line(d, result.source, result.gid) for d in result.docs))
         size = out.tell()
     return [[0, 0, size]]
 
@@ -560,7 +584,7 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     try:
         if mode not in GLOBAL_MODES and settings["near"] is None:
             for result in chunk_items(items, settings, workers, tally, bar):
-                writer.write(result.docs)
+                writer.write(result.docs, result.source)
         else:
             work = work_path(output, "work")
             shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
@@ -639,7 +663,7 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
         if local:
             docs = tmp / f"docs-{number:05d}.jsonl"
             results = chunk_items(partition, settings, workers, tally, bar, sink)
-            staged.append((number, str(docs), stage_docs(results, docs, settings["mode"])))
+            staged.append((number, str(docs), stage_docs(results, docs)))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
             parse_items(partition, settings, workers, stores[-1], tally, bar, sink)

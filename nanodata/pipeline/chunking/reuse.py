@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from nanodata.pipeline.chunking.stored import RESULT, SCHEMA
 from nanodata.storage import is_gcs
 from nanodata.storage.auth import Secret, load_secret
-from nanodata.storage.entries import EntryStore
+from nanodata.storage.entries import WINDOW, EntryStore
 from nanodata.storage.files import content_hash, data_digest, object_digest
 from nanodata.storage.plain import Codec, Undecodable
 
@@ -68,13 +68,15 @@ class FileCache:
     """A worker's view of the run's entry store: values of `codec`'s type (a stored.Result), under keys that mix
     in `schema` (the shapes of what is stored, so a changed shape never meets an older entry). reuse=False: every
     file is chunked (a clean rebuild), its entry still written for the next run. secret: what authenticates the
-    entries (None: the user's, nanodata.storage.auth.load_secret)."""
+    entries (None: the user's, nanodata.storage.auth.load_secret). window: entries fetched ahead from gs:// (`ahead`;
+    0: none, each looked up on its file's turn)."""
     root: str
     salt: str
     reuse: bool = True
     secret: Secret | str | None = field(default=None, repr=False)
     codec: Codec = field(default=RESULT, repr=False)
     schema: str = SCHEMA
+    window: int = WINDOW
 
     def __post_init__(self):
         self.secret = load_secret(self.secret)
@@ -83,12 +85,13 @@ class FileCache:
     def key(self, kind: str, *parts) -> bytes:
         return content_hash("\x00".join([self.salt, self.schema, kind, *map(str, parts)]).encode())
 
-    def load(self, key: bytes):
+    def load(self, key: bytes, ahead: tuple | None = None):
         """(the stored value, rebuilt?): (None, True) for an entry that is corrupt, truncated, fails its MAC or does
-        not decode to its shape (logged), (None, False) for none."""
+        not decode to its shape (logged), (None, False) for none. ahead: (key, what EntryStore.get gave for it)
+        when the entry was fetched ahead (`ahead`); the store is asked only when it is for another key or None."""
         if not self.reuse:
             return None, False
-        payload, status = self.store.get(key)
+        payload, status = ahead[1] if ahead is not None and ahead[0] == key else self.store.get(key)
         if payload is None:
             return None, status != "miss"
         try:
@@ -96,6 +99,25 @@ class FileCache:
         except Undecodable as exc:
             log.warning("cache entry %s does not decode (%s): rebuilt", key.hex(), exc)
             return None, True
+
+    def ahead(self, items, key_of):
+        """(item, (key, its entry as EntryStore.get gives it) or None) of each item, in order: from gs://, the
+        entries under key_of(item) (None: not known before the item is read, or never looked up) fetched `window`
+        ahead (EntryStore.get_many), while the files before them are chunked. Items are taken from their iterable
+        only in this thread. A local store's entries are left to the workers: reading one is no round trip."""
+        if not (self.reuse and self.window and is_gcs(self.root)):
+            yield from ((item, None) for item in items)
+            return
+        taken: deque = deque()
+
+        def keys():
+            for item in items:
+                taken.append((item, key_of(item)))
+                yield taken[-1][1]
+
+        for entry in self.store.get_many(keys(), self.window):
+            item, key = taken.popleft()
+            yield item, None if key is None else (key, entry)
 
     def save(self, key: bytes, value) -> None:
         self.store.put(key, self.codec.encode(value))

@@ -2,9 +2,9 @@
 
 - UNITS: a parsed file (units.FileUnits), in unit stores (globalindex.UnitStore) and in the parse pass's cache
   entries; BARE_UNIT: a definition's unit without its segments (units.Unit), in unit stores and the index;
-- RESULT: a file's cache entry (reuse.FileCache): its docs (pack.Doc without `source`, which is the run's),
-  fidelity figures, near-dedup signature (raw little-endian uint32, BINS of them, checked on reading), cleaning
-  outcome and, in the parse pass, its units, definitions and #includes.
+- RESULT: a file's cache entry (reuse.FileCache): its docs as their output lines (DocLine: the bytes the output
+  holds, less the source, which is the run's), fidelity figures, near-dedup signature (raw little-endian uint32,
+  BINS of them, checked on reading), cleaning outcome and, in the parse pass, its units, definitions and #includes.
 Each codec is derived from the dataclasses' fields, so a field the chunker adds travels as it is, and changes
 SCHEMA: an entry or store made before reads as a miss.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nanodata.pipeline.chunking.pack import Doc
 from nanodata.pipeline.chunking.units import FileUnits, Unit
 from nanodata.pipeline.cleaning.stages import Drop
 from nanodata.pipeline.dedup.minhash import BINS
@@ -24,6 +23,18 @@ from nanodata.storage.plain import Codec, Undecodable
 SIGNATURE = np.dtype("<u4")
 # (kind, name, unit number, qualification, owner, bare unit, text): globalindex.definitions
 Definition = tuple[str, str, int, str, str, bytes, str]
+
+
+@dataclass
+class DocLine:
+    """A doc as the output holds it (writer.doc_line_of): its output line in two pieces around its source (the
+    run's: writer.output_line puts it in), its text's digest (exact dedupe's), tokens, and whether it is a piece of a
+    split unit. A reused doc is copied as these bytes: no JSON decoded, encoded or hashed again."""
+    head: bytes
+    tail: bytes
+    digest: bytes
+    tokens: int
+    split: bool
 
 
 @dataclass
@@ -38,7 +49,7 @@ class Parsed:
 class Result:
     """A file's cache entry: its result without anything that depends on where it sits in the input."""
     syntax_errors: bool
-    docs: list[Doc]
+    docs: list[DocLine]
     stats: dict | None
     signature: bytes | None
     drop: Drop | None
@@ -52,7 +63,7 @@ class Result:
 
 UNITS = Codec(FileUnits)
 BARE_UNIT = Codec(Unit)
-RESULT = Codec(Result, omit={Doc: {"source": ""}})
+RESULT = Codec(Result)
 SCHEMA = b"".join(c.fingerprint for c in (UNITS, BARE_UNIT, RESULT)).hex()
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from nanodata.corpus.layout import CHUNK_SUMMARY
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.pack import Doc
+from nanodata.pipeline.chunking.stored import DocLine
 from nanodata.pipeline.dedup.exact import SeenTexts, digest_of
 from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
 from nanodata.ranges import ROW_GROUP_SIZE
@@ -36,19 +37,27 @@ from nanodata.storage.files import atomic_write, commit, commit_together, disk_e
 CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
 
-def doc_line(doc: Doc, mode: str) -> str:
-    """The output line of a doc."""
-    return json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode, "source": doc.source,
-                       "lines": list(doc.lines) if doc.lines is not None else None, "kind": doc.kind},
-                      ensure_ascii=False) + "\n"
+def doc_line_of(doc: Doc, mode: str) -> DocLine:
+    """A doc's output line, made once (in the worker that made the doc, and kept in its file's cache entry): the
+    JSON object {"text", "n_tokens", "mode", "source", "lines", "kind"} in two pieces around its source, which is
+    the run's (output_line puts it in), with its text's digest."""
+    head = json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode}, ensure_ascii=False)[:-1]
+    tail = json.dumps({"lines": list(doc.lines) if doc.lines is not None else None, "kind": doc.kind},
+                      ensure_ascii=False)[1:]
+    return DocLine(f'{head}, "source": '.encode(), f", {tail}\n".encode(), digest_of(doc.text), doc.tokens,
+                   doc.kind == "split")
 
 
-def staged_line(doc: Doc, mode: str, gid: int) -> bytes:
+def output_line(doc: DocLine, source: str) -> bytes:
+    """The doc's output line, naming `source`: what json.dumps of the whole object gives, byte for byte."""
+    return b"".join((doc.head, json.dumps(source, ensure_ascii=False).encode(), doc.tail))
+
+
+def staged_line(doc: DocLine, source: str, gid: int) -> bytes:
     """A doc as passes stage it for the merge: "DIGEST TOKENS SPLIT GID\\t" + its output line (the JSON line
     holds no raw tab or newline, so the first tab ends the header and the line ends with the doc). GID is its
     file's, so a file found to be a near-copy can lose its docs after they were made."""
-    return (f"{digest_of(doc.text).hex()} {doc.tokens} {int(doc.kind == 'split')} {gid}\t"
-            f"{doc_line(doc, mode)}").encode()
+    return f"{doc.digest.hex()} {doc.tokens} {int(doc.split)} {gid}\t".encode() + output_line(doc, source)
 
 
 def from_staged(line: bytes) -> tuple[bytes, int, bool, int, bytes]:
@@ -95,9 +104,9 @@ class JsonlWriter:
         start = self.output.stat().st_size if self.output.exists() else 0
         atomic_write(self.resume, json.dumps({"offset": start}))
 
-    def write(self, docs: list[Doc]) -> None:
-        self._write([(digest_of(d.text), d.tokens, d.kind == "split", doc_line(d, self.mode).encode("utf-8"))
-                     for d in docs])
+    def write(self, docs: list[DocLine], source: str) -> None:
+        """A file's docs (doc_line_of, with this writer's mode), named `source`."""
+        self._write([(d.digest, d.tokens, d.split, output_line(d, source)) for d in docs])
 
     def write_staged(self, lines: list[bytes]) -> None:
         """Docs staged (staged_line) with this writer's mode, written as they are: no JSON parsed or made."""
