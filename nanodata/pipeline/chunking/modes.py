@@ -20,7 +20,7 @@ from nanodata.pipeline.chunking.units import FileUnits
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
 GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
-WHOLE_STEP = 4       # characters per token left of the budget counted at a time (whole_file)
+WHOLE_STEP = 4       # characters per token: a file longer than the budget's worth of them may be ruled out by its runs
 
 
 def as_doc(text: str) -> str:
@@ -31,22 +31,16 @@ def as_doc(text: str) -> str:
 def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
     """Basic mode: a file that fits the budget is one doc, the file as read (kind "file", no source yet), else None
     (a file of nothing but whitespace too: it makes no doc). Decided before any parse: the pipeline tokenizes a
-    fitting file once and emits it. The lines are counted about what is left of the budget at a time, stopping
-    once over it, so a large file costs little more than the budget's worth of tokenizing: counts add up at line
-    ends (pack.counter_for). A file with more runs of letters, digits or punctuation (a lower bound on tokens) than
-    the budget in its first few budgets' worth of characters is ruled out before any (pack.least_tokens)."""
+    fitting file once and emits it. A file with more runs of letters, digits or punctuation (a lower bound on
+    tokens) than the budget in its first few budgets' worth of characters is ruled out before any tokenizing
+    (pack.least_tokens); any other is tokenized whole, once: one that does not fit is parsed next, and its segments,
+    which tile it, are priced off this same encoding (pack.Counter.token_ends keeps the last one)."""
     if not text.strip():
         return None
     doc = as_doc(text)
     if len(doc) > WHOLE_STEP * (budget + 1) and least_tokens(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
         return None  # more runs than the budget: no tokenizing needed to tell
-    tokens = start = 0
-    while start < len(doc) and tokens <= budget:  # (whole lines, about what is left of the budget at a time)
-        stop = doc.find("\n", start + WHOLE_STEP * (budget + 1 - tokens)) + 1 or len(doc)
-        while stop < len(doc) and not doc[stop:doc.find("\n", stop) + 1 or len(doc)].strip():
-            stop = doc.find("\n", stop) + 1 or len(doc)  # never inside a run of blank lines: one pre-token
-        tokens += counter.count(doc[start:stop])
-        start = stop
+    tokens = len(counter.token_ends(doc))
     return Doc(doc, tokens, "file", "", lines=(1, doc.count("\n"))) if tokens <= budget else None
 
 

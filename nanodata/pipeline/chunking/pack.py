@@ -85,18 +85,26 @@ class Counter:
             except KeyError:  # holes in the id space and special tokens never come from encode_ordinary
                 pass
         self.token_bytes = lengths
+        self._last: tuple[str, np.ndarray] = ("", np.zeros(0, dtype=np.int64))   # token_ends' last text and answer
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
     def token_ends(self, text: str) -> np.ndarray:
-        """Byte offset where each token of `text` ends. The ids come as an array straight from the encoder (no
-        Python int per token); with no special token allowed or refused, they are encode_ordinary's."""
+        """Byte offset where each token of `text` ends (read-only). The ids come as an array straight from the
+        encoder (no Python int per token); with no special token allowed or refused, they are encode_ordinary's.
+        The last text's answer is kept: basic mode encodes a file whole to see whether it fits (modes.whole_file),
+        then prices the segments of one that does not (count_batch joins them back into that same text)."""
+        if text == self._last[0]:  # (a length check, at most a memcmp: nothing beside an encoding)
+            return self._last[1]
         try:
             ids = self._encode_array(text, allowed_special=set(), disallowed_special=())
         except UnicodeEncodeError:  # lone surrogates: encode_ordinary repairs them
             ids = np.asarray(self.encode(text), dtype=np.int64)
-        return np.cumsum(self.token_bytes[ids])
+        ends = np.cumsum(self.token_bytes[ids])
+        ends.flags.writeable = False
+        self._last = (text, ends)
+        return ends
 
     def count_batch(self, texts: list[str]) -> list[int]:
         if not texts:
