@@ -98,26 +98,29 @@ class FileUnits:
     may_fit: bool = True  # False once basic mode found the file over budget (modes.whole_file): not asked twice
 
     def text_of(self, unit: Unit) -> str:
-        return "".join(self.texts[s] for s in unit.segments)
+        return "".join(map(self.texts.__getitem__, unit.segments))
 
     def whole_text(self) -> str:
         """The file as read (its segments in source order tile it), its last line ended."""
-        return "".join(self.texts[i] for i in self.order)
+        return "".join(map(self.texts.__getitem__, self.order))
 
     @cached_property
-    def first_lines(self) -> list[int]:
-        """The 1-based line each segment starts on (an empty one: where the next one starts)."""
-        first = [0] * len(self.texts)
+    def line_bounds(self) -> tuple[list[int], list[int]]:
+        """(the 1-based line each segment starts on, the one it ends on): an empty segment starts where the next one
+        starts and ends on the line before. (lines_of reads them for every unit placed in a doc.)"""
+        first, last = [0] * len(self.texts), [0] * len(self.texts)
         line = 1
         for i in self.order:
             first[i] = line
             line += self.texts[i].count("\n")
-        return first
+            last[i] = line - 1
+        return first, last
 
     def lines_of(self, segments) -> tuple[int, int] | None:
         """(first, last) line of the segments' texts, or None when they hold none."""
-        held = [s for s in segments if self.texts[s]]
+        texts = self.texts
+        held = [s for s in segments if texts[s]]
         if not held:
             return None
-        return (min(self.first_lines[s] for s in held),
-                max(self.first_lines[s] + self.texts[s].count("\n") - 1 for s in held))
+        first, last = self.line_bounds
+        return min(map(first.__getitem__, held)), max(map(last.__getitem__, held))
