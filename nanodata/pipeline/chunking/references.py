@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from operator import attrgetter
 
 from tree_sitter import Query, QueryCursor
 
@@ -33,11 +32,14 @@ def _type_qualifier(node) -> str:
     vector<int>::iterator), '' when unqualified. A scope is itself qualified by what qualifies
     the name it scopes (`std` for the `vector` of std::vector<int>::iterator)."""
     parent = node.parent
-    if parent is not None and parent.type == "template_type" and _is_field(parent, node, "name"):
+    kind = parent.type if parent is not None else None  # (read once: each read makes a string)
+    if kind == "template_type" and _is_field(parent, node, "name"):
         node, parent = parent, parent.parent
-    if parent is not None and parent.type == "qualified_identifier" and _is_field(parent, node, "scope"):
+        kind = parent.type if parent is not None else None
+    if kind == "qualified_identifier" and _is_field(parent, node, "scope"):
         node, parent = parent, parent.parent
-    if parent is None or parent.type != "qualified_identifier" or not _is_field(parent, node, "name"):
+        kind = parent.type if parent is not None else None
+    if kind != "qualified_identifier" or not _is_field(parent, node, "name"):
         return ""
     scope = parent.child_by_field_name("scope")
     return _last_name(_strip_template_args(scope.text.decode("utf-8", "replace"))) if scope is not None else ""
@@ -45,7 +47,7 @@ def _type_qualifier(node) -> str:
 
 def _call_qualifier(text: str) -> str:
     """`a::b::f` -> b, `X<int>::g` -> X; member calls (obj.f, p->f) and ::f are unqualified."""
-    if "." in text or "->" in text:
+    if "." in text or "->" in text or ":" not in text:  # (no `::` even once template arguments are gone)
         return ""
     return _last_name(_strip_template_args(text).rpartition("::")[0])
 
@@ -73,16 +75,17 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
     """Attach called names and referenced type names to the unit whose body contains them, and the
     qualifiers of the names only ever used qualified."""
     starts = [u.start for u in units]
+    ends = [u.end for u in units]
     captures = QueryCursor(REFERENCES).captures(tree.root_node)
     found: dict[str, list[dict]] = {"call": [{} for _ in units], "type": [{} for _ in units],
                                     "base": [{} for _ in units]}
     for label, buckets in found.items():
-        # captures come back in an order that varies from call to call: sort for determinism
-        nodes = sorted(captures.get(label, ()), key=attrgetter("start_byte", "end_byte"))
-        for node in nodes:
-            start, end = node.start_byte, node.end_byte
+        nodes = captures.get(label, [])
+        # captures come back in an order that varies from call to call: by span for determinism (the capture's
+        # number only orders nodes of one span, whose text, bucket and qualifiers are the same whatever their order)
+        for start, end, k in sorted([(n.start_byte, n.end_byte, k) for k, n in enumerate(nodes)]):
             i = bisect_right(starts, start) - 1
-            if i >= 0 and end <= units[i].end:
+            if i >= 0 and end <= ends[i]:
                 raw = data[start:end]  # bytes: decode only the distinct names
                 used = buckets[i].get(raw)
                 if used is None:
@@ -90,7 +93,7 @@ def _references(tree, units: list[Unit], data: bytes) -> None:
                 elif "" in used:  # used unqualified: its qualifiers are dropped (below), so not worth reading
                     continue
                 used.add(_call_qualifier(raw.decode("utf-8", "replace")) if label == "call" else
-                         _type_qualifier(node) if label == "type" else "")
+                         _type_qualifier(nodes[k]) if label == "type" else "")
     for unit, calls, types, bases in zip(units, found["call"], found["type"], found["base"], strict=False):
         qualifiers: dict[tuple, set] = {}
         for raw, used in calls.items():
