@@ -195,8 +195,10 @@ class Chunker:
                 continue
             local = [(f, u) for u in reachable([root[1]], local_calls)]
             external = self.external_calls(root)
-            # full closure; without cross-file functions; preamble + directly named types + root
-            for deps, closure in [(local + external, True), (local, True), ([], False)]:
+            # full closure; without cross-file functions (unless it has none: the same doc again, that did not
+            # fit); preamble + directly named types + root
+            levels = [(local + external, True)] + ([(local, True)] if external else []) + [([], False)]
+            for deps, closure in levels:
                 group = deps + [root]
                 ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
                 refs = self.needed_types(ordered, closure, f) + ordered
@@ -215,8 +217,12 @@ class Chunker:
         return docs + packer.pack(leftovers, preamble, source)
 
     def _callees(self, ref, root_file: int) -> list:
-        same_file = self.local_calls(root_file).get(ref[1], []) if ref[0] == root_file else []
-        return [(ref[0], u) for u in same_file] + self.call_edges(ref, root_file)
+        """What `ref` calls: in the root's file, then resolved in other files (asked for every root it reaches)."""
+        key = ("callees", root_file, ref)
+        if key not in self._edges:
+            same_file = self.local_calls(root_file).get(ref[1], []) if ref[0] == root_file else []
+            self._edges[key] = [(ref[0], u) for u in same_file] + self.call_edges(ref, root_file)
+        return self._edges[key]
 
 
 class _LazyEdges(dict):
