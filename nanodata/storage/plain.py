@@ -23,11 +23,25 @@ import hashlib
 import json
 import types
 import typing
+from operator import attrgetter, itemgetter
 
 MAGIC = b"npd1"
 HEADER = len(MAGIC) + 8 + 8
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
+
+
+def _only(values, kinds: frozenset) -> bool:
+    """Is the type of every one of `values` in `kinds`? (One C-speed pass: no call per item.)"""
+    return set(map(type, values)) <= kinds
+
+
+def _tuple_of(getter, keys: list):
+    """x -> the tuple of getter(key)(x) for each key (operator's getters return a bare value for one key)."""
+    if len(keys) == 1:
+        one = getter(keys[0])
+        return lambda x: (one(x),)
+    return getter(*keys) if keys else lambda x: ()
 
 
 class Undecodable(ValueError):
@@ -60,17 +74,20 @@ def _fail(what: str, value) -> typing.NoReturn:
 
 
 class _Conv:
-    """A type's encoder enc(value, blobs) -> JSON-able and decoder dec(json value, context) -> value."""
-    __slots__ = ("enc", "dec", "name")
+    """A type's encoder enc(value, blobs) -> JSON-able and decoder dec(json value, context) -> value; `exact`: the
+    type, when they only check that a value is of exactly that type and pass it as it is (checked in bulk by
+    the converters of lists and dataclasses holding it)."""
+    __slots__ = ("enc", "dec", "name", "exact")
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, exact: type | None = None):
         self.name = name
+        self.exact = exact
 
 
 def _scalar(kind: type, widened: tuple = ()) -> _Conv:
     """A scalar of exactly `kind` (an int is not a bool); `widened`: JSON types read back as kind too (a float
     whose value is whole, 1e16, is written as an int's digits)."""
-    conv = _Conv(kind.__name__)
+    conv = _Conv(kind.__name__, None if widened else kind)
 
     def enc(v, blobs):
         if type(v) is not kind:
@@ -132,15 +149,16 @@ def _optional(inner: _Conv) -> _Conv:
 
 def _sequence(inner: _Conv, kind: type) -> _Conv:
     conv = _Conv(f"{kind.__name__}[{inner.name}]")
-    scalar = next((t for t in (str, int, bool) if inner.name == t.__name__), None)
-    if scalar is not None:  # the common case, checked without a call per item
+    if inner.exact is not None:  # the common case (str, int, bool), checked without a call per item
+        kinds = frozenset((inner.exact,))
+
         def enc(v, blobs):
-            if type(v) is not kind or not all(type(x) is scalar for x in v):
+            if type(v) is not kind or not _only(v, kinds):
                 raise TypeError(f"expected {conv.name}, got {v!r:.80}")
             return v
 
         def dec(v, ctx):
-            if type(v) is not list or not all(type(x) is scalar for x in v):
+            if type(v) is not list or not _only(v, kinds):
                 _fail(conv.name, v)
             return v if kind is list else tuple(v)
     else:
@@ -210,10 +228,10 @@ def _enc_plain(v, blobs):
     t = type(v)
     if t in _SCALARS:
         return v
-    if t is tuple:
-        return [_enc_plain(x, blobs) for x in v]
+    if t is tuple:  # (names, numbers: no call per item)
+        return list(v) if _only(v, _SCALAR_SET) else [_enc_plain(x, blobs) for x in v]
     if t is list:
-        return {"l": [_enc_plain(x, blobs) for x in v]}
+        return {"l": list(v) if _only(v, _SCALAR_SET) else [_enc_plain(x, blobs) for x in v]}
     if t is dict:
         return {"d": [[_enc_plain(k, blobs), _enc_plain(x, blobs)] for k, x in v.items()]}
     if t is bytes:
@@ -225,7 +243,7 @@ def _enc_plain(v, blobs):
 def _dec_plain(v, ctx):
     t = type(v)
     if t is list:
-        if all(type(x) in _SCALAR_SET for x in v):  # names, numbers: no call per item
+        if _only(v, _SCALAR_SET):  # names, numbers: no call per item
             return tuple(v)
         return tuple(_dec_plain(x, ctx) for x in v)
     if t is dict:
@@ -281,13 +299,21 @@ def _plain(kind: type | None) -> _Conv:
 
 def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
     """A dataclass as the list of its n stored fields' values; the (name, converter, passed to __init__) of each
-    stored field are appended to the returned list by the caller (after registering: types may recurse)."""
+    stored field are appended to the returned list by the caller (after registering: types may recurse).
+
+    Fields of an exact scalar type (str, int, bool: a converter that only checks the type) are read and checked
+    all at once, their values taken as they are; only the other fields' converters are called, in field order, so
+    a value fails on the same field, with the same message, as one converter per field would make it."""
     conv = _Conv(cls.__qualname__)
     built: list = []
+    plan: list = []  # [_Plan] once `built` is complete
 
-    def enc(v, blobs):
-        if type(v) is not cls:
-            raise TypeError(f"expected {cls.__qualname__}, got {type(v).__name__}")
+    def planned() -> _Plan:
+        if not plan:
+            plan.append(_Plan(built))
+        return plan[0]
+
+    def enc_each(v, blobs):  # (one converter per field: the rule the fast path keeps)
         out = []
         for name, field_conv, _ in built:
             try:
@@ -296,18 +322,35 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
                 raise TypeError(f"{cls.__qualname__}.{name}: {exc}") from None
         return out
 
+    def enc(v, blobs):
+        if type(v) is not cls:
+            raise TypeError(f"expected {cls.__qualname__}, got {type(v).__name__}")
+        p = planned()
+        values = p.read(v)
+        if p.scalars(tuple(map(type, values))) != p.scalar_types:
+            return enc_each(v, blobs)  # (fails on its first wrong field)
+        out = list(values)
+        for i, name, field_enc, _ in p.others:
+            try:
+                out[i] = field_enc(values[i], blobs)
+            except TypeError as exc:
+                raise TypeError(f"{cls.__qualname__}.{name}: {exc}") from None
+        return out
+
     # a plain dataclass (no __post_init__ to run, no slots) is filled in as pickle does, without calling __init__:
     # every field is set, each checked by its converter
     direct = not hasattr(cls, "__post_init__") and "__slots__" not in cls.__dict__
-    plan: list = []  # (names, decoders) once `built` is complete
 
     def dec(v, ctx):
         if type(v) is not list or len(v) != n:
             _fail(f"{cls.__qualname__} ({n} fields)", v)
-        if not plan:
-            plan.append(([name for name, _, _ in built], [c.dec for _, c, _ in built]))
-        names, decoders = plan[0]
-        values = {name: d(x, ctx) for name, d, x in zip(names, decoders, v, strict=True)}
+        p = planned()
+        if p.scalars(tuple(map(type, v))) == p.scalar_types:
+            values = dict(zip(p.names, v, strict=True))
+            for i, name, _, field_dec in p.others:
+                values[name] = field_dec(v[i], ctx)
+        else:  # a wrong type, or a float stored as an int's digits: each field by its converter
+            values = {name: d(x, ctx) for name, d, x in zip(p.names, p.decoders, v, strict=True)}
         if direct:
             value = object.__new__(cls)
             value.__dict__.update(fills)
@@ -325,6 +368,19 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
 
     conv.enc, conv.dec = enc, dec
     return conv, built
+
+
+class _Plan:
+    """How a dataclass's stored fields are read and checked (see _dataclass)."""
+
+    def __init__(self, built: list):
+        self.names = [name for name, _, _ in built]
+        self.decoders = [c.dec for _, c, _ in built]
+        self.read = _tuple_of(attrgetter, self.names)
+        exact = [i for i, (_, c, _) in enumerate(built) if c.exact is not None]
+        self.scalars = _tuple_of(itemgetter, exact)
+        self.scalar_types = tuple(built[i][1].exact for i in exact)
+        self.others = [(i, name, c.enc, c.dec) for i, (name, c, _) in enumerate(built) if i not in exact]
 
 
 class Codec:
