@@ -41,8 +41,8 @@ def test_the_fast_path_equals_the_parsed_path(budget):
 
 
 def test_a_prefix_over_budget_decides_alone():
-    """A file far over budget is refused after counting a few budgets' worth of its lines (they add up at line
-    ends); one just over budget, or with a long last line, is counted whole."""
+    """A file far over budget is refused by the runs in its first few budgets' worth of characters; one just over
+    budget, or with a long last line, is counted whole."""
     counter = counter_for("cl100k_base")
     line = "int value_{} = compute({}, \"text\");\n"
     text = "".join(line.format(i, i) for i in range(400))

@@ -1,0 +1,114 @@
+"""The chunker's shortcuts answer exactly as the rules they stand for: export macros found from their class keys
+(syntax.export_macros) as by a search of EXPORT_MACRO, a file's encoding kept for its segments' counts
+(pack.Counter.token_ends), units' lines read off per-segment bounds (units.FileUnits.lines_of), and plain data's
+fields checked in bulk (storage.plain) with the values and errors one converter per field gives."""
+
+from dataclasses import dataclass
+
+import pytest
+from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from nanodata.pipeline.chunking.modes import as_doc, whole_file
+from nanodata.pipeline.chunking.pack import Counter, counter_for
+from nanodata.pipeline.chunking.parse import parse_units
+from nanodata.pipeline.chunking.stored import UNITS
+from nanodata.pipeline.chunking.syntax import EXPORT_MACRO, export_macros
+from nanodata.pipeline.chunking.units import FileUnits
+from nanodata.storage.plain import Codec, Undecodable
+from nanodata.tokenizer import load
+
+REAL_FILES = {**{name: (STD_HEADERS / name).read_text() for name in STD_SUBSET}, **LAYERS}
+MACRO_CASES = ["class LEVELDB_EXPORT Env {", "xclass FOO Bar {", "_struct A B : C", "(union U2 X{",
+               "classclass FOO Bar {", "struct  A_B\n C final : x", "class A class B C {", "enum class K X {"]
+
+
+@settings(max_examples=300, derandomize=True)
+@given(st.text(alphabet="clasrutnio AXB_Y1:{ \n\tf", max_size=40))
+@example("class FOO Bar {")
+def test_export_macros_are_the_search_s(text):
+    data = text.encode()
+    assert export_macros(data) == [m.span(1) for m in EXPORT_MACRO.finditer(data)]
+
+
+def test_export_macros_on_real_files():
+    for text in [*REAL_FILES.values(), *MACRO_CASES]:
+        data = text.encode()
+        assert export_macros(data) == [m.span(1) for m in EXPORT_MACRO.finditer(data)]
+    assert export_macros(MACRO_CASES[0].encode()) == [(6, 20)]
+
+
+def test_a_kept_encoding_prices_the_segments_exactly():
+    """whole_file's encoding of a file over budget is what count_batch reads the segments' counts off: the same
+    counts as a counter that never saw the file, and the kept answer cannot be changed by its readers."""
+    kept, fresh = counter_for("cl100k_base"), Counter(load("cl100k_base"))
+    over = 0
+    for name, text in REAL_FILES.items():
+        if whole_file(text, kept, 64) is not None:
+            continue
+        over += 1
+        assert kept.token_ends(as_doc(text)) is kept.token_ends(as_doc(text))
+        assert not kept.token_ends(as_doc(text)).flags.writeable
+        units = parse_units(text, kept.count_batch, False, 64)
+        assert units.tokens == [fresh.count(t) for t in units.texts], name
+    assert over > len(REAL_FILES) // 2
+    short = "int a;\n"
+    assert whole_file(short, kept, 64).tokens == fresh.count(short) == len(kept.token_ends(short))
+
+
+def test_lines_of_are_the_segments_lines():
+    counter = counter_for("cl100k_base")
+    for name, text in REAL_FILES.items():
+        fu = parse_units(text, counter.count_batch, True, 256)
+        first = {}
+        line = 1
+        for i in fu.order:
+            first[i] = line
+            line += fu.texts[i].count("\n")
+        for unit in fu.units:
+            held = [s for s in unit.segments if fu.texts[s]]
+            expected = (min(first[s] for s in held), max(first[s] + fu.texts[s].count("\n") - 1 for s in held)) \
+                if held else None
+            assert fu.lines_of(unit.segments) == expected, name
+
+
+@dataclass
+class Row:
+    name: str
+    count: int
+    flag: bool
+    ratio: float
+    tags: tuple
+    items: list[int]
+
+
+ROW = Codec(Row)
+
+
+def test_bulk_checked_fields_fail_as_one_by_one():
+    assert ROW.decode(ROW.encode(Row("a", 1, True, 2.0, ("x", (1,)), [3]))) == Row("a", 1, True, 2.0, ("x", (1,)), [3])
+    with pytest.raises(TypeError, match=r"^Row.count: expected int, got bool"):
+        ROW.encode(Row("a", True, True, 2.0, (), []))
+    with pytest.raises(TypeError, match=r"^Row.flag: expected bool, got int"):
+        ROW.encode(Row("a", 1, 1, 2.0, (), []))
+    with pytest.raises(TypeError, match=r"^Row.items: expected list\[int\]"):
+        ROW.encode(Row("a", 1, True, 2.0, (), [True]))
+    with pytest.raises(TypeError, match=r"^Row.ratio: expected float, got int"):
+        ROW.encode(Row("a", 1, True, 2, (), []))
+    good = ROW.encode(Row("a", 1, True, 1e16, (), []))
+    assert ROW.decode(good).ratio == 1e16 and type(ROW.decode(good).ratio) is float  # written as an int's digits
+    for swapped in (b'"a",1,true', b'"a",true,true', b'1,1,true', b'"a",1,1'):
+        wrong = good.replace(b'"a",1,true', swapped)
+        if wrong != good:
+            with pytest.raises(Undecodable):
+                ROW.decode(wrong.replace(wrong[12:20], (len(wrong) - 20).to_bytes(8, "little")))
+
+
+def test_parsed_files_round_trip():
+    counter = counter_for("cl100k_base")
+    for text in REAL_FILES.values():
+        fu = parse_units(text, counter.count_batch, True, 256)
+        back = UNITS.decode(UNITS.encode(fu))
+        assert type(back) is FileUnits and back == fu
+        assert UNITS.encode(back) == UNITS.encode(fu)
