@@ -15,7 +15,11 @@ committed). The corpus is byte-identical however it was cut and whatever the num
 
 Each step reads its inputs from and writes its outputs to the run's stage (nanodata.jobs.stage owns the layout;
 the final build goes to DEST/builds/<key>/), writes a partition's summary after its data, and first returns the
-recorded result when it is there: re-running any step, or the whole build, redoes nothing that finished.
+recorded result when it is there: re-running any step, or the whole build, redoes nothing that finished. Every
+file a step stages for another is sealed with the build's secret (cache_secret) and read only under its seal: one
+that is not as sealed (edited, moved, sealed with another secret) is made again by the step that finds it where that
+step can make it (a unit store, the index, any step's own summary), else the step stops in one line naming it and
+what to delete (nanodata.jobs.stage.broken_seals).
 
 Nightly rebuilds cost what changed: the file passes go through the destination's per-file cache (DEST/.cache/,
 nanodata.pipeline.chunking.reuse), so a file whose content and settings are unchanged is not chunked again (in the
