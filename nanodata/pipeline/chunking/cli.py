@@ -6,25 +6,9 @@ import argparse
 
 from nanodata.corpus.layout import CHUNK_SUMMARY
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.modes import MODES
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
 from nanodata.pipeline.to_parquet import add_shard_flags
-from nanodata.ranges import (
-    CACHE_GRACE_HOURS,
-    CACHE_KEEP,
-    CROSS_DEPTH,
-    MAX_FILE_BYTES,
-    MAX_TOKENS,
-    MIN_TOKENS,
-    NEAR_THRESHOLD,
-    PARTITION_MB,
-    PROCESS_WORKERS,
-    ROWS_PER_FILE,
-    SEED,
-    VAL_FRACTION,
-    flag,
-    local_path,
-)
+from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION, local_path
+from nanodata.settings import add_flags, from_flags
 
 OUTPUT_HINT = "chunk to a local file, then upload it and OUTPUT.done, e.g. their folder with `nanodata sync`"
 MODE_HELP = """modes:
@@ -61,68 +45,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                           "would from OUTPUT with the same --rows-per-file, --val-fraction and --seed; the summary "
                           f"is DIR/{CHUNK_SUMMARY}")
     add_shard_flags(parser)
-    parser.add_argument("--mode", choices=MODES, default="basic", help="chunking mode (default: basic)")
-    parser.add_argument("--max-tokens", type=flag(MAX_TOKENS), default=MAX_TOKENS.default,
-                        help=f"token budget per doc, >= {MIN_TOKENS} (default: {MAX_TOKENS.default})")
-    parser.add_argument("--tokenizer", default="cl100k_base",
-                        help="tiktoken name or a `nanodata tokenizer train` directory (default: cl100k_base)")
-    parser.add_argument("--cross-depth", type=flag(CROSS_DEPTH), default=CROSS_DEPTH.default,
-                        help=f"breadth-first depth of cross-file dependencies (default: {CROSS_DEPTH.default})")
-    parser.add_argument("--max-file-bytes", type=flag(MAX_FILE_BYTES), default=None, metavar="N",
-                        help="skip files larger than N bytes, each named with its size in the log and in the "
-                             "summary (default: no limit; a file is parsed whole, a big one is just more docs)")
-    parser.add_argument("--extensions", default=",".join(CPP_EXTENSIONS),
-                        help="comma-separated C++ file extensions for --project-dirs")
-    parser.add_argument("--dedup", choices=("near", "exact"), default="near",
-                        help="near (default): a file whose 5-gram shingles have an estimated Jaccard >= "
-                             "--near-threshold with a kept file loses its docs (MinHash LSH, every candidate pair "
-                             "verified on its full signature; the kept copy of a cluster is the first in input order, "
-                             "a copy under third_party/, vendor/, 3rdparty/, contrib/, ... losing to one that is not), "
-                             "then exact duplicate docs are dropped; exact: only exact duplicate docs")
-    parser.add_argument("--near-threshold", type=flag(NEAR_THRESHOLD), default=NEAR_THRESHOLD.default, metavar="J",
-                        help=f"--dedup near: the Jaccard at which two files are near-copies, from {NEAR_THRESHOLD.lo:g} "
-                             f"to {NEAR_THRESHOLD.hi:g} (default: {NEAR_THRESHOLD.default:g}, BigCode's)")
-    parser.add_argument("--filters", default="generated,long-lines,alpha,encoded", metavar="LIST",
-                        help="files dropped before chunking (StarCoder2's rules), each named in the summary with the "
-                             "figure that decided it: generated (an auto-generated notice in the first lines, or a "
-                             "generator's header: protoc, moc, flex, bison, SWIG, ...), long-lines (a line over 1,000 "
-                             "characters or a mean over 100), alpha (under 25%% alphabetic), encoded (base64, hex or "
-                             "\\uXXXX data over 1,024 characters or half the file); default: all four; none: off")
-    parser.add_argument("--redact", default="secrets,emails,ips", metavar="LIST",
-                        help="replaced before chunking by <KEY>, <PASSWORD>, <EMAIL>, <IP_ADDRESS> (BigCode's "
-                             "placeholders; the summary counts them by kind, never shows them): secrets (cloud keys, "
-                             "private key blocks, tokens, password literals), emails, ips (private, loopback and "
-                             "documentation ranges kept); default: all three; none: off")
-    parser.add_argument("--decontaminate", nargs="+", default=[], metavar="FILE",
-                        help='JSONL files of benchmark items ({"text": ...} per line, local or gs://): a source file '
-                             "holding an item's text (whitespace ignored) loses its docs; the summary counts them by "
-                             "item (see README for building one from HumanEval-X / MultiPL-E)")
-    parser.add_argument("--licenses", default=None, metavar="LIST",
-                        help="keep only projects whose license (an SPDX id found in its LICENSE/COPYING files, or a "
-                             "JSONL record's \"license\") is listed, e.g. MIT,Apache-2.0,BSD-3-Clause (default: all; "
-                             "every project's license is in the summary)")
-    parser.add_argument("--workers", type=flag(PROCESS_WORKERS), default=PROCESS_WORKERS.default,
-                        help="processes; output is identical for any value")
-    parser.add_argument("--partition-mb", type=flag(PARTITION_MB), default=PARTITION_MB.default,
-                        help="global modes and --dedup near: parse/emit in partitions of this many MB of source, staged on disk "
-                             "next to OUTPUT, so memory stays bounded; output is identical for any value "
-                             f"(default: {PARTITION_MB.default:g})")
+    add_flags(parser)
     parser.add_argument("--cache", default=None, metavar="DIR",
                         help="keep each file's result (docs, figures, signature, cleaning outcome) in DIR (local or "
                              "gs://) and reuse it in later runs: only new and changed files are chunked (in the "
                              "global modes, the projects that see a changed file), and the output is byte-identical "
-                             "to a run without it; entries are checksummed, a corrupt one is rebuilt")
-    parser.add_argument("--no-reuse", action="store_true",
-                        help="--cache: chunk every file again (a clean rebuild) and refresh DIR's entries")
-    parser.add_argument("--cache-keep-runs", type=flag(CACHE_KEEP), default=CACHE_KEEP.default, metavar="N",
-                        help="--cache: after a run, delete the entries none of the last N runs used (N >= 1: this "
-                             f"run's are kept; default: {CACHE_KEEP.default})")
-    parser.add_argument("--cache-grace-hours", type=flag(CACHE_GRACE_HOURS), default=CACHE_GRACE_HOURS.default,
-                        metavar="H",
-                        help="--cache: that cleanup never deletes an entry younger than H hours: it may be one a run "
-                             "still going wrote (runs sharing DIR each clean up at their end), so H should exceed "
-                             "your longest run; 0 only when one run at a time uses DIR "
-                             f"(default: {CACHE_GRACE_HOURS.default:g})")
+                             "to a run without it; entries are plain data under a keyed MAC: an edited, moved or "
+                             "corrupt one is rebuilt")
     parser.add_argument("--append", action="store_true",
                         help="append whole lines to OUTPUT (for a parquet writer tailing it) instead of replacing it")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad input (exit 2)")
@@ -146,14 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl, chunk_to_parquet
 
     check_outputs(args)
-    extensions = tuple(e if e.startswith(".") else "." + e for e in args.extensions.split(",") if e)
-    config = ChunkConfig(mode=args.mode, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
-                         cross_depth=args.cross_depth, max_file_bytes=args.max_file_bytes, workers=args.workers,
-                         partition_mb=args.partition_mb, extensions=extensions, dedup=args.dedup,
-                         near_threshold=args.near_threshold, filters=args.filters, redact=args.redact,
-                         decontaminate=tuple(args.decontaminate), licenses=args.licenses, cache=args.cache,
-                         reuse=not args.no_reuse, cache_keep_runs=args.cache_keep_runs,
-                         cache_grace_hours=args.cache_grace_hours)
+    config = ChunkConfig(**from_flags(args, cache=args.cache))
     common = {"inputs": args.inputs, "project_dirs": args.project_dirs, "config": config, "strict": args.strict,
               "progress": not args.no_progress}
     if args.parquet_dir:

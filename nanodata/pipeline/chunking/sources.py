@@ -24,9 +24,9 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.licenses import NOASSERTION, detect_license, license_files
+from nanodata.settings import CPP_EXTENSIONS  # noqa: F401  (re-exported: the C++ files of a project directory)
 from nanodata.storage.files import object_digest
 
-CPP_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".c", ".cc", ".cpp", ".cxx", ".ipp", ".tcc")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 # A JSON line may escape text (\uXXXX is 6 bytes per char), so lines get more room than files.
 LINE_SLACK = 8

@@ -37,6 +37,7 @@ import string
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.stages import Drop, FileFilter, parse_names
+from nanodata.settings import FILTER_NAMES
 
 # --- generated -------------------------------------------------------------------------------------------------------
 
@@ -328,7 +329,6 @@ class Undecodable(_Stateless):
 
 BUILTIN_FILTERS = (Empty(), Binary(), Undecodable())
 
-FILTER_NAMES = ("generated", "long-lines", "alpha", "encoded")
 DEFAULT_FILTERS = FILTER_NAMES
 _FILTER_TYPES = {"generated": Generated, "long-lines": LongLines, "alpha": Alpha, "encoded": Encoded}
 _CHOICES = f"choose from {', '.join(FILTER_NAMES)}, or none"

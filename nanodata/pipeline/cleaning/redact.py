@@ -128,8 +128,8 @@ from typing import NamedTuple
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.stages import TextTransform, parse_names
+from nanodata.settings import REDACT_NAMES
 
-REDACT_NAMES = ("secrets", "emails", "ips")
 DEFAULT_REDACT = REDACT_NAMES
 _CHOICES = f"choose from {', '.join(REDACT_NAMES)}, or none"
 
