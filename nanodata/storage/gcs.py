@@ -92,8 +92,12 @@ def read_object(bucket: str, name: str) -> bytes | None:
     cached = getattr(_local, "reader", None)
     if cached is None or cached[0] is not client:
         from google.auth.transport.urllib3 import AuthorizedHttp
+        from requests.utils import get_environ_proxies
 
-        cached = _local.reader = (client, AuthorizedHttp(client._credentials, http=urllib3.PoolManager()))
+        # the proxy the client's requests session would take from the environment, looked up once, not per request
+        proxy = get_environ_proxies(client.api_endpoint).get(client.api_endpoint.split(":", 1)[0])
+        pool = urllib3.ProxyManager(proxy) if proxy else urllib3.PoolManager()
+        cached = _local.reader = (client, AuthorizedHttp(client._credentials, http=pool))
     url = f"{client.api_endpoint}/download/storage/v1/b/{bucket}/o/{quote(name, safe='~')}?alt=media"
     label = f"gs://{bucket}/{name}"
 
