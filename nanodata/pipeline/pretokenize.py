@@ -55,33 +55,44 @@ def shard_name(prefix: str, index: int) -> str:
     return f"{prefix}_{'val' if index == 0 else 'train'}_{index:06d}.npy"
 
 
-# --- worker side: one row group in, one flat array of [BOS]+tokens per doc out -----------------
+# --- worker side ----------------------------------------------------------------------------
 
-_worker_state: dict = {}
+class RowGroupTokenizer:
+    """A worker: one row group in, one flat array of [BOS]+tokens per doc out. Built once per worker process (the
+    tokenizer's tables are its cost), holding the one parquet file it is reading."""
+
+    def __init__(self, tokenizer_spec: str, dtype: str):
+        tokenizer = load(tokenizer_spec)
+        self.encoding = tokenizer.encoding
+        self.bos = np.array([tokenizer.get_bos_token_id()], np.uint32)
+        self.dtype = np.dtype(dtype)
+        self.path: str | None = None  # row groups arrive file by file: only the current file is kept open
+        self.file = None
+
+    def __call__(self, task: tuple[str, int]) -> tuple[np.ndarray, int]:
+        path, rg_idx = task
+        if path != self.path:
+            self.path, self.file = path, open_parquet(Path(path))
+        texts = read_texts(self.file, Path(path), rg_idx, use_threads=False)
+        parts = []
+        for text in texts:
+            parts.append(self.bos)
+            # == encode_ordinary (no special tokens parsed), but straight into a uint32 array: no list of ints
+            parts.append(self.encoding.encode_to_numpy(text, disallowed_special=()))
+        tokens = np.concatenate(parts) if parts else np.empty(0, np.uint32)
+        return tokens.astype(self.dtype, copy=False), len(texts)
 
 
-def _init_worker(tokenizer_spec: str, dtype: str) -> None:
-    tok = load(tokenizer_spec)
-    _worker_state.update(tokenizer=tok, bos=np.array([tok.get_bos_token_id()], np.uint32), dtype=np.dtype(dtype),
-                         files={})
+_worker: RowGroupTokenizer | None = None  # this worker process's, made by the pool's initializer
+
+
+def _start_worker(*init_args) -> None:
+    global _worker
+    _worker = RowGroupTokenizer(*init_args)
 
 
 def _tokenize_row_group(task: tuple[str, int]) -> tuple[np.ndarray, int]:
-    path, rg_idx = task
-    files = _worker_state["files"]
-    if path not in files:
-        files.clear()  # row groups arrive file by file: keep only the current file open
-        files[path] = open_parquet(Path(path))
-    texts = read_texts(files[path], Path(path), rg_idx, use_threads=False)
-    encoding = _worker_state["tokenizer"].encoding
-    bos = _worker_state["bos"]
-    parts = []
-    for text in texts:
-        parts.append(bos)
-        # == encode_ordinary (no special tokens parsed), but straight into a uint32 array: no list of ints
-        parts.append(encoding.encode_to_numpy(text, disallowed_special=()))
-    tokens = np.concatenate(parts) if parts else np.empty(0, np.uint32)
-    return tokens.astype(_worker_state["dtype"], copy=False), len(texts)
+    return _worker(task)
 
 
 @contextmanager
@@ -96,10 +107,9 @@ def tokenize_in_order(workers: int, init_args: tuple):
     queue's lock, and the pool's teardown then waits on that lock for ever.
     """
     if workers == 1:
-        _init_worker(*init_args)
-        yield lambda tasks: map(_tokenize_row_group, tasks)
+        yield lambda tasks: map(RowGroupTokenizer(*init_args), tasks)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_init_worker, initargs=init_args)
+    pool = ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_start_worker, initargs=init_args)
     try:
         def ordered(tasks):
             pending = deque()

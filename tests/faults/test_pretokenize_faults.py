@@ -122,7 +122,7 @@ def big(task):  # a row group's tokens, instantly: the workers are always sendin
 def nothing(*args):
     pass
 
-pretokenize._tokenize_row_group, pretokenize._init_worker = big, nothing
+pretokenize._tokenize_row_group, pretokenize._start_worker = big, nothing
 for attempt in range(int(sys.argv[1])):
     try:
         with pretokenize.tokenize_in_order(2, ()) as tokenized:
