@@ -57,6 +57,8 @@ def test_shared_env_is_celery_on_postgres_and_redis(compose):
         assert re.fullmatch(r"\$\{AIRFLOW_JWT_SECRET:\?.+\}", env["AIRFLOW__API_AUTH__JWT_SECRET"])
         assert default(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"]) == "http://airflow-apiserver:8080/execution/"
         assert unknown_airflow_env(env) == [], name  # no misspelled Airflow option
+        # one cache secret for every worker: a task whose secret differs from the others' stops at the first seal
+        assert re.fullmatch(r"\$\{NANODATA_CACHE_SECRET:\?.+\}", env["AIRFLOW_VAR_NANODATA_CACHE_SECRET"]), name
     postgres = compose["services"]["postgres"]["environment"]
     assert (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"]) == ("airflow",) * 3
     assert compose["services"]["airflow-apiserver"]["ports"] == ["8080:8080"]
