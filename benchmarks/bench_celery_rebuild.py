@@ -14,7 +14,8 @@ NANODATA_BENCH_CELERY_MB). The night: 1% of the records edited, 0.1% added. Then
 destination (its cache).
 
 Wall = the DAG run's end - start (the API's dates); task time = end - start summed over the run's task instances;
-a task is mapped when its map_index >= 0. Printed: both builds' wall and task time, the rebuild's ratios beside the
+a task is mapped when its map_index >= 0; work = the seconds each step spent working as nanodata timed them (the
+build report's task times), the rest of a task's time being its process, imports and hand-offs. Printed: both builds' wall and task time, the rebuild's ratios beside the
 goals (wall <= 0.25x, task time <= 0.15x the full build's), each build's unmapped share of task time (goal <= 3%),
 a per-task table, each Celery worker's busy time, the shard sizes and the machine's load while each build ran (1-min
 load average, and the CPU busy share from /proc/stat: other jobs on the machine take part of it).
@@ -178,21 +179,23 @@ def kinds(tis: list[dict]) -> dict[str, dict]:
     return out
 
 
-def _cells(k: dict | None) -> str:
+def _cells(k: dict | None, work: float | None) -> str:
     if not k or not k["n"]:
-        return f"{'-':>5} {'-':>9} {'-':>7} {'-':>15}"
+        return f"{'-':>5} {'-':>9} {'-':>7} {'-':>7} {'-':>11}"
     span = f"{k['from']:.0f}..{k['to']:.0f}"
-    return f"{k['n']:>5} {k['seconds']:>9.1f} {k['seconds'] / k['n']:>7.2f} {span:>15}"
+    return (f"{k['n']:>5} {k['seconds']:>9.1f} {k['seconds'] / k['n']:>7.2f} "
+            f"{'-' if work is None else f'{work:.1f}':>7} {span:>11}")
 
 
 def print_tasks(full: dict, rebuild: dict) -> None:
     a, b = kinds(full["tis"]), kinds(rebuild["tis"])
-    head = f"{'n':>5} {'total s':>9} {'mean s':>7} {'from..to s':>15}"
-    print(f"per task (n: instances that ran; mapped tasks marked *; from..to: seconds since the run started)\n"
-          f"  {'task':<14}| full build: {head} | rebuild: {head}")
+    head = f"{'n':>5} {'total s':>9} {'mean s':>7} {'work s':>7} {'from..to s':>11}"
+    print("per task (n: instances that ran; mapped tasks marked *; work: the step's own seconds as nanodata timed "
+          f"them; from..to: seconds since the run started)\n  {'task':<14}| full build: {head} | rebuild: {head}")
     for task in dict.fromkeys([*a, *b]):
         mark = "*" if (a.get(task) or b.get(task))["mapped"] else " "
-        print(f"  {task + mark:<14}|             {_cells(a.get(task))} |          {_cells(b.get(task))}")
+        print(f"  {task + mark:<14}|             {_cells(a.get(task), full['work'].get(task))} |"
+              f"          {_cells(b.get(task), rebuild['work'].get(task))}")
 
 
 def print_workers(name: str, result: dict) -> None:
@@ -212,8 +215,17 @@ def print_shards(name: str, dest: str, key: str) -> None:
     print(f"  {name}: {len(manifest.shards)} train shards + val: {sizes}")
 
 
+def work_seconds(dest: str, key: str) -> dict[str, float]:
+    """{step: seconds} the steps spent working, as nanodata timed them (the build report's task times): what a task
+    costs beyond them is its process, imports and hand-offs."""
+    report = json.loads((Path(dest) / "builds" / key / "report" / "report.json").read_text())
+    return {row["task"]: row["seconds"] for row in report.get("tasks") or []}
+
+
 def print_build(name: str, result: dict, published: dict) -> None:
     reuse = published.get("reuse") or {}
+    timed = {t: k["seconds"] for t, k in kinds(result["tis"]).items() if t in result["work"]}
+    work, spent = sum(result["work"][t] for t in timed), sum(timed.values())
     print(f"{name}: wall {result['wall']:.1f} s, task time {result['task']:.1f} s, unmapped share "
           f"{100 * result['unmapped']:.1f}% (goal <= {100 * GOAL_UNMAPPED:.0f}%: "
           f"{'met' if result['unmapped'] <= GOAL_UNMAPPED else 'MISSED'}); {len(result['tis'])} task instances")
@@ -221,6 +233,9 @@ def print_build(name: str, result: dict, published: dict) -> None:
           f"exact duplicate docs dropped {published.get('duplicates_dropped', 0):,}; reuse: "
           f"{reuse.get('files_reused', 0):,} files reused ({reuse.get('bytes_reused', 0) / 1e6:.1f} MB), "
           f"{reuse.get('files_chunked', 0):,} chunked ({reuse.get('bytes_chunked', 0) / 1e6:.1f} MB)")
+    print(f"  tasks nanodata times ({', '.join(timed)}): {spent:.1f} s of task time, {work:.1f} s of it the steps' own "
+          f"work, {spent - work:.1f} s ({100 * (spent - work) / spent:.0f}%) their processes, imports and hand-offs; "
+          f"the other tasks: {result['task'] - spent:.1f} s")
     print(f"  no task running for {result['idle']:.1f} s of the wall ({100 * result['idle'] / result['wall']:.0f}%: "
           "scheduling and hand-offs between tasks)")
     print(f"  {result['load']}")
@@ -252,10 +267,12 @@ def main(argv: list[str] | None = None) -> None:
         with deployment(work, dest) as af:
             full = build(af, conf)
             full_published = _latest(dest)
+            full["work"] = work_seconds(dest, full_published["key"])
             changed = night(crawl, files)
             print(f"night: {changed['edited']:,} records edited, {changed['added']:,} added", flush=True)
             rebuild = build(af, conf)
             rebuild_published = _latest(dest)
+            rebuild["work"] = work_seconds(dest, rebuild_published["key"])
         print_build("full build", full, full_published)
         print_build("rebuild", rebuild, rebuild_published)
         ratio_line("wall", full["wall"], rebuild["wall"], GOAL_WALL)
