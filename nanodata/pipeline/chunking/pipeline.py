@@ -446,7 +446,7 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
     """Global modes, map 2: a partition's docs (see staged_line) in (rank, gid) order.
     Returns [(rank, start byte, stop byte)] of each rank's lines in out_path."""
     groups: list[list[int]] = []
-    with atomic_output(out_path) as out:
+    with atomic_output(out_path, durable=False) as out:  # the task's own work file: a power cut redoes the task
         rows = stored_files(store_path, index_path)
         for result in _results(_emit_file, "emit", rows, {**settings, "index": str(index_path)}, workers, tally, bar):
             start = out.tell()
@@ -459,7 +459,7 @@ def emit_store(store_path, index_path, settings: dict, workers: int, out_path, t
 
 def stage_docs(results, out_path) -> list:
     """Local modes staged for a later merge: a partition's docs (FileResults) as staged lines; one group (rank 0)."""
-    with atomic_output(out_path) as out:
+    with atomic_output(out_path, durable=False) as out:  # as emit_store's
         for result in results:
             out.write(b"".join(staged_line(d, result.source, result.gid) for d in result.docs))
         size = out.tell()
