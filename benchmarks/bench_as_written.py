@@ -22,7 +22,7 @@ from pathlib import Path
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import as_doc
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.settings import CPP_EXTENSIONS
 
 STD = Path("/usr/include/c++/12/bits")
 RUNS = [("basic", 16384), ("basic", 2048), ("dep-aware", 2048)]

@@ -38,7 +38,7 @@ from tree_sitter import Language, Parser
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.modes import as_doc
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.settings import CPP_EXTENSIONS
 from nanodata.tokenizer import load
 
 STD = Path("/usr/include/c++/12/bits")

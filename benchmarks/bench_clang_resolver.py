@@ -41,8 +41,9 @@ from nanodata.pipeline.chunking import clangindex as cx
 from nanodata.pipeline.chunking.globalindex import definitions
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, tree_files
+from nanodata.pipeline.chunking.sources import Problem, tree_files
 from nanodata.pipeline.chunking.syntax import parse_tree
+from nanodata.settings import CPP_EXTENSIONS
 
 DEFAULT_TREES = ("/work/trees/leveldb", "/work/trees/re2")
 GOAL_FILES_PER_S = 5.0

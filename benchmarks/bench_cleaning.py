@@ -51,11 +51,12 @@ from pathlib import Path
 
 from nanodata.pipeline.chunking.config import ChunkConfig
 from nanodata.pipeline.chunking.pack import counter_for
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, tree_files
+from nanodata.pipeline.chunking.sources import Problem, tree_files
 from nanodata.pipeline.cleaning.decontaminate import Decontaminator
 from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, DEFAULT_FILTERS, make_filters
 from nanodata.pipeline.cleaning.redact import DEFAULT_REDACT, Redactor
 from nanodata.pipeline.cleaning.stages import Cleaning
+from nanodata.settings import CPP_EXTENSIONS
 
 EIGHT = Path("/work/eight")
 LIBSTDCXX = Path("/usr/include/c++/12")

@@ -141,7 +141,7 @@ def build(source: str, dest: str, mode: str, partition_mb: float = 10) -> dict:
         seconds[step] = seconds.get(step, 0.0) + time.perf_counter() - started
         return out
 
-    chunk_kw = {k: params[k] for k in cpp_corpus.CHUNK_PARAMS}
+    chunk_kw = {k: v for k, v in params.items() if k in cpp_corpus.SETTING_NAMES}
     planned = timed("plan", cpp_corpus.plan, source, dest, params, partition_mb=partition_mb)
     for ref in planned["parse"]:
         timed("parse", cpp_corpus.parse_batch, ref, **chunk_kw)
@@ -270,7 +270,7 @@ def gcs_reuse(work: Path) -> bool:
     for each)."""
     import dataclasses
 
-    from nanodata.jobs.cpp_corpus import CHUNK_PARAMS
+    from nanodata.jobs.cpp_corpus import SETTING_NAMES
     from nanodata.pipeline.chunking.config import ChunkConfig
     from nanodata.pipeline.chunking.sources import hashed_tree_files, tree_item
     from nanodata.testing.emulator import GcsEmulator
@@ -285,7 +285,7 @@ def gcs_reuse(work: Path) -> bool:
         os.environ["STORAGE_EMULATOR_HOST"] = emulator.host
         try:
             emulator.create_bucket("bench-cache")
-            config = ChunkConfig(**{k: {**PARAMS, "mode": "basic"}[k] for k in CHUNK_PARAMS},
+            config = ChunkConfig(**{k: v for k, v in {**PARAMS, "mode": "basic"}.items() if k in SETTING_NAMES},
                                  cache="gs://bench-cache/cache", cache_secret="the benchmark's cache secret")
             settings = config.worker_settings()
             chunk_pass(items, settings, workers=2)  # every entry written, no latency added

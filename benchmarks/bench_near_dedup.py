@@ -618,7 +618,8 @@ def exact_j(a: np.ndarray, b: np.ndarray) -> float:
 def corpus_files(roots: list[Path]) -> list[tuple[str, str]]:
     """(source, text) of every file a chunk run over these project dirs reads, in its input order, named as its
     docs and near-dedup's summary name them and read as it reads them (this checkout's tree_items, load_text)."""
-    from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, SourceFile, load_text, tree_items
+    from nanodata.pipeline.chunking.sources import SourceFile, load_text, tree_items
+    from nanodata.settings import CPP_EXTENSIONS
 
     files = []
     for number, root in enumerate(roots):

@@ -55,7 +55,7 @@ Builds a C++ pretraining corpus:
   the shuffle and the shards run over every doc: the corpus is byte-identical to a build into an empty destination.
   The chunk tasks log, and the report and the Asset event's `extra` carry, under `reuse`: files and bytes reused
   and chunked, and corrupt cache entries rebuilt.
-* `cleanup` records the cache keys the build used and deletes the entries none of the last `cache_keep_builds`
+* `cleanup` records the cache keys the build used and deletes the entries none of the last `cache_keep_runs`
   builds used, then deletes the build's staging once it is committed; a failed run keeps it, so a retry resumes.
 """
 
@@ -74,27 +74,8 @@ from _common import (
 )
 from airflow.sdk import Param, dag, task
 
-from nanodata.ranges import (  # the CLI's ranges and defaults (a light module)
-    CACHE_KEEP,
-    MAX_FILE_BYTES,
-    MAX_TOKENS,
-    MIN_TOKENS,
-    NEAR_THRESHOLD,
-    PARTITION_MB,
-    ROWS_PER_FILE,
-    SHARD_MB,
-    VAL_FRACTION,
-)
-
-MODES = ["basic", "dep-aware", "cross-file", "project", "compilable"]  # nanodata.pipeline.chunking.modes.MODES
-PARTITION_MB_MIN = 1e-6  # a byte: every input its own partition (the tests' and the curious' setting)
-
-
-def _build_params(params) -> dict:
-    """The Params that change the output: part of the build key."""
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "rows_per_file",
-                                   "shard_mb", "val_fraction", "dedup", "near_threshold", "filters", "redact", "decontaminate",
-                                   "licenses")}
+from nanodata.ranges import ROWS_PER_FILE, SHARD_MB, VAL_FRACTION  # light modules: ranges and settings
+from nanodata.settings import from_params, param_specs
 
 
 @dag(
@@ -110,57 +91,8 @@ def _build_params(params) -> dict:
                             "(one C++ project each) are chunked."),
         "destination": uri_param(CPP_DEST, "Destination",
                                  "Where builds/<key>/ and latest.json are written."),
-        "mode": Param("basic", type="string", enum=MODES, title="Chunking mode",
-                      description="basic: tree-sitter units; dep-aware: callees first; cross-file: pull callees "
-                                  "from other files; project: files in include order; compilable: "
-                                  "types then functions in dependency order."),
-        "max_tokens": Param(MAX_TOKENS.default, type="integer", **MAX_TOKENS.param(), title="Max tokens per doc",
-                            description=f"Docs longer than this are split at function boundaries. From {MIN_TOKENS} "
-                                        f"(as `nanodata chunk --max-tokens`) to {MAX_TOKENS.hi}."),
-        # `minimum`, not exclusiveMinimum: the form enforces only the former, at the field
-        "partition_mb": Param(PARTITION_MB.default, type="number", minimum=PARTITION_MB_MIN, maximum=PARTITION_MB.hi, title="Partition size (MB)",
-                              description="Work is cut into partitions of about this many MB of source, one "
-                                          "mapped task each. Smaller spreads a build over more workers; the "
-                                          f"corpus is identical for any value. From {PARTITION_MB_MIN:g} to {PARTITION_MB.hi}."),
-        "max_file_bytes": Param(None, type=["null", "integer"], **MAX_FILE_BYTES.param(), title="Max file bytes",
-                                description="Files larger than this many bytes are skipped, each named with its "
-                                            "size in the build report. Empty (the default): no limit, as "
-                                            "`nanodata chunk`; a file is parsed whole, a big one is more docs."),
-        "dedup": Param("near", type="string", enum=["near", "exact"], title="Deduplication",
-                       description="near: files whose 5-gram shingles have an estimated Jaccard >= near_threshold "
-                                   "with a kept file lose their docs (MinHash LSH, pairs verified), then exact "
-                                   "duplicate docs are dropped; exact: only exact duplicate docs (as `nanodata chunk "
-                                   "--dedup`)."),
-        "near_threshold": Param(NEAR_THRESHOLD.default, type="number", **NEAR_THRESHOLD.param(),
-                                title="Near-duplicate threshold",
-                                description=f"dedup near: the estimated Jaccard at which two files are near-copies, "
-                                            f"from {NEAR_THRESHOLD.lo:g} to {NEAR_THRESHOLD.hi:g} (BigCode: 0.7)."),
-        "filters": Param("generated,long-lines,alpha,encoded", type="string", title="File filters",
-                         description="Files dropped before chunking (StarCoder2's rules), each named in the report's "
-                                     "Cleaning section: generated, long-lines, alpha, encoded (comma-separated), or "
-                                     "none."),
-        "redact": Param("secrets,emails,ips", type="string", title="Redaction",
-                        description="Replaced by <KEY>, <PASSWORD>, <EMAIL>, <IP_ADDRESS> before chunking: secrets, "
-                                    "emails, ips (comma-separated), or none. Counted by kind in the report."),
-        # empty is null, as for max_file_bytes: the trigger form refuses an empty field of a non-null type
-        "decontaminate": Param(None, type=["null", "array"], items={"type": "string"}, title="Benchmark files",
-                               description='JSONL files ({"text": ...} per benchmark item; absolute paths or '
-                                           "gs://): a source file holding an item's text (whitespace ignored) is "
-                                           "dropped. Their contents are part of the build key."),
-        "licenses": Param(None, type=["null", "string"], title="Allowed licenses",
-                          description="SPDX ids, comma-separated (e.g. MIT,Apache-2.0,BSD-3-Clause): only projects "
-                                      "with a listed license are kept. Empty: all (each project's license is in "
-                                      "the report)."),
-        "reuse": Param(True, type="boolean", title="Reuse unchanged files",
-                       description="Read each unchanged file's docs, signature and cleaning outcome from "
-                                   "DESTINATION/.cache/ instead of chunking it again (in the global modes, each project "
-                                   "none of whose visible files changed). The corpus is byte-identical either way; off "
-                                   "chunks every file again (a clean rebuild) and refreshes the cache."),
-        "cache_keep_builds": Param(CACHE_KEEP.default, type="integer", **CACHE_KEEP.param(), title="Cache: builds kept",
-                                   description="After a build, cleanup deletes the cache entries none of the last this "
-                                               "many builds used."),
-        "tokenizer": Param("cl100k_base", type="string", minLength=1, title="Tokenizer",
-                           description="Counts tokens for max_tokens: a tiktoken name or a tokenizer dir."),
+        # the chunk settings, each declared once in nanodata.settings: type, default, bounds, title, description
+        **{name: Param(**spec) for name, spec in param_specs().items()},
         "rows_per_file": Param(ROWS_PER_FILE.default, type="integer", **ROWS_PER_FILE.param(), title="Docs per shard",
                                description="Rows per parquet shard."),
         "shard_mb": Param(SHARD_MB.default, type="number", **SHARD_MB.param(), title="Shard size cap (MB)",
@@ -180,7 +112,8 @@ def nanodata_cpp_corpus():
     def plan(where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.plan(where["source"], where["destination"], _build_params(params),
+        shards = {k: params[k] for k in ("rows_per_file", "shard_mb", "val_fraction")}
+        return cpp_corpus.plan(where["source"], where["destination"], {**_chunk_params(params), **shards},
                                partition_mb=params["partition_mb"], cache_secret=_cache_secret())
 
     @task
@@ -269,7 +202,8 @@ def nanodata_cpp_corpus():
     def cleanup(key: str, where: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_builds"], cache_secret=_cache_secret())
+        return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_runs"], params["cache_grace_hours"],
+                                  cache_secret=_cache_secret())
 
     where = target()
     planned = plan(where)
@@ -298,8 +232,8 @@ def _cache_secret() -> str | None:
 
 
 def _chunk_params(params) -> dict:
-    return {k: params[k] for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold",
-                                   "filters", "redact", "decontaminate", "licenses", "reuse")}
+    """The chunk settings from the Params (the rest keep nanodata.settings' defaults)."""
+    return from_params(params)
 
 
 nanodata_cpp_corpus()

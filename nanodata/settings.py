@@ -130,8 +130,7 @@ class ChunkSettings:
         CACHE_KEEP.default, scope=RUN, range=CACHE_KEEP, metavar="N", title="Cache: runs kept",
         help="after a run, delete the cache entries none of the last N runs used (N >= 1: the run's own are kept)")
     cache_grace_hours: float = setting(
-        CACHE_GRACE_HOURS.default, scope=RUN, range=CACHE_GRACE_HOURS, metavar="H", param=False,
-        title="Cache: grace hours",
+        CACHE_GRACE_HOURS.default, scope=RUN, range=CACHE_GRACE_HOURS, metavar="H", title="Cache: grace hours",
         help="the cleanup never deletes an entry younger than H hours: it may be one a run still going wrote (runs "
              "sharing a cache each clean up at their end), so H should exceed the longest run; 0 only when one run "
              "at a time uses the cache")
@@ -139,6 +138,12 @@ class ChunkSettings:
     def __post_init__(self):
         for f in fields(ChunkSettings):
             value, meta = getattr(self, f.name), f.metadata
+            if isinstance(_default(f), tuple) and not isinstance(value, tuple):  # one form, whatever gave it:
+                if isinstance(value, str):  # a comma list (a flag, a Param)
+                    value = () if value.strip() == "none" else tuple(v.strip() for v in value.split(",") if v.strip())
+                else:  # a JSON list, or null for none
+                    value = tuple(value or ())
+                object.__setattr__(self, f.name, value)
             if meta["choices"] and value not in meta["choices"]:
                 raise NanodataError(f"{_flag_name(f.name)} {value!r}: expected one of {', '.join(meta['choices'])}")
             if meta["range"] is not None and value is not None:
@@ -212,6 +217,8 @@ def param_specs() -> dict[str, dict]:
             continue
         spec = {"title": meta["title"], "description": meta["help"][0].upper() + meta["help"][1:] + "."}
         bounds = meta["range"].param() if meta["range"] is not None else {}
+        if bounds:  # the form says the rule in words too: its number field enforces it only at the field
+            spec["description"] += f" Allowed: {meta['range'].describe()}."
         if f.name == "partition_mb":
             bounds = {"minimum": PARTITION_MB_MIN, "maximum": bounds["maximum"]}
         if f.name == "decontaminate":

@@ -26,7 +26,7 @@ nanodata.pipeline.chunking.reuse), so a file whose content and settings are unch
 global modes, a project none of whose visible files changed is not re-emitted); plan hands each tree file's
 content digest to its task, so such a file is not even read. The tail runs whole over every doc, reused or new:
 the corpus is byte-identical to a build into an empty destination. cleanup records the keys the build used and
-deletes the entries none of the last `cache_keep_builds` builds used.
+deletes the entries none of the last `cache_keep_runs` builds used.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ from nanodata.jobs.stage import (
 )
 from nanodata.pipeline.chunking import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
-from nanodata.ranges import CACHE_KEEP, NEAR_THRESHOLD, PARTITION_MB
+from nanodata.ranges import CACHE_GRACE_HOURS, CACHE_KEEP, PARTITION_MB, ROWS_PER_FILE, SHARD_MB, VAL_FRACTION
+from nanodata.settings import SETTINGS, ChunkSettings
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
 from nanodata.storage.auth import (
@@ -106,11 +106,12 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     that is not as sealed is planned again.
     """
     PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    params = build_params(params)
     secret = load_secret(cache_secret)
     _check_cleaning(params)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nanodata-plan-") as listings:  # the trees' files, hashed once
-        inputs = list_inputs(source, Path(listings))
+        inputs = list_inputs(source, Path(listings), params["extensions"])
         key = build_key(inputs, params)
         stage = stage_uri(dest, key, partition_mb)
         latest = read_latest(dest)
@@ -120,7 +121,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
         planned = done_json(plan_uri(stage), secret)
         if planned is None:
             partition_bytes = int(partition_mb * 2 ** 20)
-            n, total = parts.plan_partitions(inputs, stage, partition_bytes, CPP_EXTENSIONS, listings)
+            n, total = parts.plan_partitions(inputs, stage, partition_bytes, params["extensions"], listings)
             _seal_partitions(stage, n, secret)
             planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
                        "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
@@ -165,6 +166,22 @@ def _load_partition(stage: str, number: int, tmp: Path, secret: Secret) -> dict:
     return partition
 
 
+SETTING_NAMES = {f.name for f in SETTINGS}
+SHARD_PARAMS = {"rows_per_file": ROWS_PER_FILE.default, "shard_mb": SHARD_MB.default,
+                "val_fraction": VAL_FRACTION.default}  # how the docs become shards (the tail's Params)
+
+
+def build_params(params: dict) -> dict:
+    """What decides a build's corpus, by name and each defaulted: the chunk settings of scope FILE and CORPUS
+    (nanodata.settings; RUN ones, such as partition_mb, are dropped) and the shards' Params. What the build key
+    hashes and plan.json records."""
+    unknown = set(params) - SETTING_NAMES - set(SHARD_PARAMS)
+    if unknown:
+        raise TypeError(f"not build settings: {sorted(unknown)}")
+    settings = ChunkSettings(**{k: v for k, v in params.items() if k in SETTING_NAMES})
+    return {**settings.decisive(), **{k: params.get(k, default) for k, default in SHARD_PARAMS.items()}}
+
+
 def _check_cleaning(params: dict) -> None:
     """The cleaning Params, checked in words before any work (a misspelt filter, a missing benchmark file), as
     `nanodata chunk` checks its flags; the tokenizer is loaded by the first mapped task, not here."""
@@ -175,8 +192,9 @@ def _check_cleaning(params: dict) -> None:
 
     for name, parse in (("filters", parse_filter_list), ("redact", parse_redact_list),
                         ("licenses", parse_license_list)):
-        if params.get(name) is not None:
-            parse(params[name])
+        value = params.get(name)
+        if value is not None:
+            parse(value if isinstance(value, str) else ",".join(value) or "none")  # build_params gives lists
     for uri in params.get("decontaminate") or ():
         if not (is_gcs(uri) or os.path.isabs(uri)):  # workers may run anywhere: a relative path means nothing there
             raise NanodataError(f"decontaminate {uri!r}: not an absolute path or gs://bucket/object")
@@ -192,9 +210,9 @@ def _near_plan(params: dict, total_bytes: int) -> dict | None:
     from nanodata.pipeline.dedup.minhash import lsh_shape
     from nanodata.pipeline.dedup.near import group_count
 
-    if params.get("dedup", "near") != "near":
+    if params["dedup"] != "near":
         return None
-    threshold = params.get("near_threshold", NEAR_THRESHOLD.default)
+    threshold = params["near_threshold"]
     bands, _ = lsh_shape(threshold)
     return {"threshold": threshold, "groups": group_count(total_bytes // AVERAGE_FILE_BYTES, bands)}
 
@@ -259,21 +277,16 @@ def _batch_partitions(stage: str, batch: int, secret: Secret) -> list[int]:
     return list(range(start, stop))
 
 
-CHUNK_PARAMS = ("mode", "max_tokens", "tokenizer", "max_file_bytes", "dedup", "near_threshold", "filters", "redact",
-                "decontaminate", "licenses")  # the DAG Params that are ChunkConfig fields
-
-
 def _settings(params: dict, ref: dict, reuse: bool, secret: Secret) -> dict:
-    """What a worker needs, checked as `nanodata chunk` checks its flags (the DAG Params carry the same ranges); the
-    per-file cache the plan named (ref["cache"]), its entries authenticated with `secret`. reuse=False: every file
-    chunked again, its entry refreshed."""
+    """What a worker needs, checked as `nanodata chunk` checks its flags (params: settings by name, as
+    nanodata.settings.from_params gives the DAG's Params); the per-file cache the plan named (ref["cache"]), its
+    entries authenticated with `secret`. reuse=False: every file chunked again, its entry refreshed."""
     from nanodata.pipeline.chunking.config import ChunkConfig
 
-    unknown = set(params) - set(CHUNK_PARAMS)
+    unknown = set(params) - SETTING_NAMES
     if unknown:
         raise TypeError(f"not chunk settings: {sorted(unknown)}")
-    return ChunkConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()},
-                       cache=ref.get("cache"), reuse=reuse, cache_secret=secret).worker_settings()
+    return ChunkConfig(**params, cache=ref.get("cache"), reuse=reuse, cache_secret=secret).worker_settings()
 
 
 def _near(stage: str) -> str:
@@ -350,7 +363,7 @@ def parse_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     """Global modes, map 1: each partition of the batch parsed into units/NNNNN.sqlite (and, near-deduping, its
     files' signatures into near/); a file whose cache entry holds its units is not parsed. max_file_bytes: larger
     files are skipped and named in the partition's summary (None: no limit, as `nanodata chunk`). params: ChunkConfig's
-    fields (CHUNK_PARAMS), as the DAG's Params set them; reuse: the DAG's Param (False: parse every file again).
+    settings by name (nanodata.settings.from_params); reuse: the DAG's Param (False: parse every file again).
     cache_secret: what authenticates the cache's entries and the staged unit stores (the DAG's Variable; None:
     nanodata.storage.auth.load_secret)."""
     secret = load_secret(cache_secret)
@@ -631,16 +644,17 @@ def _val_tokens(stage: str, secret: Secret) -> int:
     return sum(f["tokens"] or 0 for f in files)
 
 
-def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default,
-            cache_secret: Secret | str | None = None) -> dict:
+def cleanup(dest: str, key: str, cache_keep_runs: int = CACHE_KEEP.default,
+            cache_grace_hours: float = CACHE_GRACE_HOURS.default, cache_secret: Secret | str | None = None) -> dict:
     """Once the build is committed (latest.json points at it): record the cache keys it used and delete the cache
-    entries none of the last `cache_keep_builds` builds used, then delete its staging, every partition size's, and
+    entries none of the last `cache_keep_runs` builds used (once older than `cache_grace_hours`: a younger one may be
+    a build's still going), then delete its staging, every partition size's, and
     this machine's cached index copies. A failed build never gets here, so a retry resumes from staging. A keys
     file not as sealed is left out (logged): its entries may then be deleted, a colder cache, never a wrong
     corpus."""
     from nanodata.storage.entries import EntryStore
 
-    CACHE_KEEP.check("cache_keep_builds", cache_keep_builds)
+    CACHE_KEEP.check("cache_keep_runs", cache_keep_runs)
     latest = read_latest(dest)
     if latest is None or latest.key != key or not is_complete(build_uri(dest, key)):
         raise RuntimeError(f"build {key} is not committed: its staging is kept")
@@ -655,7 +669,7 @@ def cleanup(dest: str, key: str, cache_keep_builds: int = CACHE_KEEP.default,
     # named by the publish time (a retried cleanup records the same name), so records sort by age
     stamp = str(latest.info.get("published_at", "")).replace(":", "").replace("-", "")
     store.record_use(f"{stamp}-{key}", used)
-    cache = store.retain(cache_keep_builds)
+    cache = store.retain(cache_keep_runs, cache_grace_hours)
     removed = storage.delete_tree(staging)
     if not is_gcs(dest):  # the .staging directory itself, once no other build's staging is in it
         with contextlib.suppress(OSError):

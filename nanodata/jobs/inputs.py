@@ -21,16 +21,19 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunking.partitions import listing_path
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, hashed_tree_files, is_jsonl
+from nanodata.pipeline.chunking.reuse import CHUNK_FORMAT
+from nanodata.pipeline.chunking.sources import Problem, hashed_tree_files, is_jsonl
+from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
 from nanodata.storage.gcs import list_blobs
 
 log = logging.getLogger(__name__)
 
-# bump when a change to the build steps should rebuild every corpus (5: the chunker's output;
-# 6: a brace-fallback unit holds one definition at most; 7: docs as written, with their lines)
-KEY_FORMAT = 7
+# bump when what the steps after the chunker make of its docs changes (dedupe, the shuffle, the shards): every build
+# key changes. The chunker's own output is versioned by reuse.CHUNK_FORMAT, also in the key: a chunker change bumps
+# that one number, which changes both the cache's keys and the build's.
+KEY_FORMAT = 8
 
 
 def _top_level(source: str) -> list[str]:
@@ -62,9 +65,10 @@ def tree_digest(root: str, extensions: tuple[str, ...] = CPP_EXTENSIONS, listing
     return h.hexdigest(), files, total
 
 
-def list_inputs(source: str, listings: Path | None = None) -> list[dict]:
+def list_inputs(source: str, listings: Path | None = None, extensions: tuple[str, ...] = CPP_EXTENSIONS) -> list[dict]:
     """[{"name", "kind": "jsonl" | "tree", "uri", "hash"}] in run order; raises if there is nothing to chunk.
-    listings: a directory where the tree input's file listing goes (NNNNN.listing, see tree_digest)."""
+    listings: a directory where the tree input's file listing goes (NNNNN.listing, see tree_digest); extensions:
+    the tree's C++ files."""
     source = source.rstrip("/") if source != "/" else source
     if is_jsonl(source):
         return [{"name": source.rsplit("/", 1)[-1], "kind": "jsonl", "uri": source,
@@ -75,12 +79,12 @@ def list_inputs(source: str, listings: Path | None = None) -> list[dict]:
               for name in _top_level(source) if is_jsonl(name)]
     with contextlib.ExitStack() as stack:
         listing = None if listings is None else stack.enter_context(open(listing_path(listings, len(inputs)), "w"))
-        digest, files, _ = tree_digest(source, listing=listing)
+        digest, files, _ = tree_digest(source, extensions, listing=listing)
     if files:
         inputs.append({"name": source.rsplit("/", 1)[-1] + "/", "kind": "tree", "uri": source, "hash": digest})
     if not inputs:
         raise NanodataError(f"source {source}: no JSONL inputs (.jsonl, .jsonl.gz, .jsonl.zst) and no C++ files "
-                            f"({', '.join(CPP_EXTENSIONS)}) in it")
+                            f"({', '.join(extensions)}) in it")
     return inputs
 
 
@@ -90,7 +94,7 @@ def build_key(inputs: list[dict], params: dict) -> str:
     if params.get("decontaminate"):
         params = {**params, "decontaminate": [{"uri": uri, "hash": storage.content_digest(uri)}
                                               for uri in params["decontaminate"]]}
-    blob = json.dumps({"format": KEY_FORMAT, "params": params,
+    blob = json.dumps({"format": KEY_FORMAT, "chunker": CHUNK_FORMAT, "params": params,
                        # a tree's docs never name where it lies, so neither does the key
                        "inputs": [(i["name"] if i["kind"] == "jsonl" else "", i["kind"], i["hash"]) for i in inputs]},
                       sort_keys=True)

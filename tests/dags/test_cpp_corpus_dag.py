@@ -9,6 +9,7 @@ from airflow_test_home import REPO
 from dag_data import asset_events, bucket_snapshot, task_states, write_cpp_source, xcom_sizes
 
 from nanodata import corpus, storage
+from nanodata.jobs.cpp_corpus import build_params
 from nanodata.jobs.inputs import build_key, list_inputs
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "max_file_bytes": None, "rows_per_file": 3,
@@ -52,7 +53,7 @@ def built(dag, bucket, source):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tail, "MIN_TASK_BYTES", 1)
         dag_run = dag.test(run_conf=conf(source, dest))
-    return dag_run, dest, build_key(list_inputs(str(source)), PARAMS)
+    return dag_run, dest, build_key(list_inputs(str(source)), build_params(PARAMS))
 
 
 def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
@@ -181,7 +182,7 @@ def test_max_tokens_minimum_is_the_chunkers(dag):
     from nanodata.ranges import MIN_TOKENS
 
     param = dag.params.get_param("max_tokens")
-    assert param.schema["minimum"] == MIN_TOKENS and f"From {MIN_TOKENS} " in param.description
+    assert param.schema["minimum"] == MIN_TOKENS and f">= {MIN_TOKENS} " in param.description
 
 
 def test_uri_mistakes_fail_the_first_task_in_words(dag, bucket, source, capfd):
@@ -330,7 +331,7 @@ def test_scheduled_run_builds_the_configured_source_and_destination(scheduled, b
     dest = f"gs://{bucket}/nightly"
     dag = scheduled
     defaults = {k: dag.params[k] for k in PARAMS}
-    key = build_key(list_inputs(str(source)), defaults)
+    key = build_key(list_inputs(str(source)), build_params(defaults))
     monkeypatch.setenv("NANODATA_CPP_SOURCE", "/nonexistent/overridden")  # a Variable wins over the environment
     set_variables(nanodata_cpp_source=str(source), nanodata_cpp_dest=dest)
     try:
@@ -339,7 +340,8 @@ def test_scheduled_run_builds_the_configured_source_and_destination(scheduled, b
         set_variables(nanodata_cpp_source=None, nanodata_cpp_dest=None)
     assert dag_run.run_type == "scheduled" and dag_run.state == "success", task_states(dag_run)
     latest = read_json(f"{dest}/latest.json")
-    assert latest["key"] == key and latest["docs"] > 0 and latest["params"] == defaults
+    # the params published are what decides the corpus, every setting defaulted (as the build key hashes them)
+    assert latest["key"] == key and latest["docs"] > 0 and latest["params"] == json.loads(json.dumps(build_params(defaults)))
     out = caplog.text  # the task's log records
     assert f"report: {dest}/builds/{key}/report/index.html" in out  # the report task logs its URI and page
     assert (f"report in the Airflow UI: http://localhost:8080/nanodata-reports/uri/gs/{bucket}/nightly/builds/{key}/"

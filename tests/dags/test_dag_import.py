@@ -31,8 +31,8 @@ def test_dag_files_import_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code, str(REPO / "dags"), *sorted(DAG_IDS)],
                          capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.splitlines()[-1]))
-    # the retry policy's exception class and the Params' ranges (shared with the CLI): three tiny modules
-    assert loaded <= {"nanodata", "nanodata.errors", "nanodata.ranges"}, loaded
+    # the retry policy's exception class, the Params' ranges and the chunk settings (shared with the CLI): tiny modules
+    assert loaded <= {"nanodata", "nanodata.errors", "nanodata.ranges", "nanodata.settings"}, loaded
 
 
 def test_params_explain_themselves(dagbag):
@@ -71,7 +71,7 @@ def test_schedules(dagbag):
 
 
 def test_mode_param_offers_exactly_the_chunker_modes(dagbag):
-    from nanodata.pipeline.chunking.modes import MODES
+    from nanodata.settings import MODES
 
     assert dagbag.dags["nanodata_cpp_corpus"].params.get_param("mode").schema["enum"] == list(MODES)
 

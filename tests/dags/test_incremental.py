@@ -151,7 +151,7 @@ def test_cleanup_keeps_the_entries_of_the_last_builds(tmp_path):
         planned, _, _ = run_steps(src, dest, {**PARAMS, "mode": "basic"}, 256)
         for path in (p for p in Path(dest, ".cache").rglob("*") if p.is_file()):  # a night later: past the grace
             os.utime(path, (time.time() - 2 * 86_400,) * 2)
-        cleaned = cpp_corpus.cleanup(dest, planned["key"], cache_keep_builds=2)
+        cleaned = cpp_corpus.cleanup(dest, planned["key"], cache_keep_runs=2)
         assert cleaned["cache"]["builds_kept"] == min(night + 1, 2)
     # same.cpp's entry and the last two nights' files are kept; nights 0 and 1 are gone
     assert store.size()["entries"] == 3 and cleaned["cache"]["entries_deleted"] == 1

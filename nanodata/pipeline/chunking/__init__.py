@@ -5,8 +5,7 @@
 `nanodata chunk` is their command-line face.
 """
 
-from nanodata.pipeline.chunking.modes import MODES
 from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl, chunk_to_parquet
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS
+from nanodata.settings import CPP_EXTENSIONS, MODES
 
 __all__ = ["chunk_to_jsonl", "chunk_to_parquet", "MODES", "CPP_EXTENSIONS"]

@@ -40,7 +40,8 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, Problem, tree_files
+from nanodata.pipeline.chunking.sources import Problem, tree_files
+from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage.files import commit, data_digest, file_digest
 
 K = ci.CursorKind

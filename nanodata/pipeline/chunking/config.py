@@ -16,7 +16,7 @@ from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, make_filters, pa
 from nanodata.pipeline.cleaning.licenses import parse_license_list
 from nanodata.pipeline.cleaning.redact import Redactor, parse_redact_list
 from nanodata.pipeline.cleaning.stages import Cleaning
-from nanodata.settings import ChunkSettings
+from nanodata.settings import FILE, ChunkSettings
 from nanodata.storage import check_uri, is_gcs
 from nanodata.storage.auth import Secret, load_secret
 from nanodata.storage.files import check_output_dir
@@ -70,7 +70,6 @@ class ChunkConfig(ChunkSettings):
         if self.cache is None:
             return None
         decontaminator = next((f for f in self.cleaning.filters if isinstance(f, Decontaminator)), None)
-        salt = settings_digest(mode=self.mode, max_tokens=self.max_tokens, tokenizer_identity=load(self.tokenizer).identity,
-                               cross_depth=self.cross_depth, near=self.dedup == "near", filters=self.filters,
-                               redact=self.redact, benchmarks_digest=decontaminator and decontaminator.digest)
+        salt = settings_digest({**self.decisive((FILE,)), "tokenizer": load(self.tokenizer).identity,
+                                "decontaminate": decontaminator and decontaminator.digest})
         return FileCache(self.cache, salt, self.reuse, self.cache_secret)

@@ -32,24 +32,19 @@ from nanodata.storage.plain import Codec, Undecodable
 
 log = logging.getLogger(__name__)
 
-# bump whenever what the chunker makes of a file changes (docs, fidelity figures, signatures, units, filters):
-# every entry then misses and is rebuilt. 2: basic fitting files never parsed (blank lines dropped), blocks split
-# between statements; 3: units carry bases and specializations, brace-fallback classes named as types, type_cycles;
-# 4: a brace-fallback unit holds one definition at most; 5: docs as written (blank lines kept, `lines` recorded),
-# 512-bin signatures, the added secret rules, export-macro classes
+# the chunker's output version: bump whenever what it makes of a file changes (docs, fidelity figures, signatures,
+# units, filters). It is in every cache key and in every build key (nanodata.jobs.inputs.build_key), so one bump
+# misses every entry and rebuilds every corpus.
 CHUNK_FORMAT = 5
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
 
-def settings_digest(*, mode: str, max_tokens: int, tokenizer_identity: str, cross_depth: int, near: bool,
-                    filters: tuple, redact: tuple, benchmarks_digest: str | None) -> str:
-    """The digest of everything besides a file's content that decides its result (licenses excepted: a project's
-    license drops all its files before any work, outside the cache)."""
-    blob = json.dumps({"format": CHUNK_FORMAT, "mode": mode, "max_tokens": max_tokens,
-                       "tokenizer": tokenizer_identity, "cross_depth": cross_depth, "near": near,
-                       "filters": list(filters), "redact": list(redact), "benchmarks": benchmarks_digest},
-                      sort_keys=True)
-    return data_digest(blob.encode())
+def settings_digest(settings: dict) -> str:
+    """The digest of everything besides a file's content that decides its result: the settings of scope FILE
+    (nanodata.settings; ChunkConfig.file_cache gives the tokenizer by its identity and the benchmark files by their
+    contents' digest) and CHUNK_FORMAT. Licenses are the corpus's, not a file's: a project's license drops all its
+    files before any work, outside the cache."""
+    return data_digest(json.dumps({"format": CHUNK_FORMAT, **settings}, sort_keys=True).encode())
 
 
 def text_content_digest(text: str, file: str | None) -> str:

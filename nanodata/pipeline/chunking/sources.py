@@ -24,7 +24,6 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.licenses import NOASSERTION, detect_license, license_files
-from nanodata.settings import CPP_EXTENSIONS  # noqa: F401  (re-exported: the C++ files of a project directory)
 from nanodata.storage.files import object_digest
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")

@@ -16,9 +16,10 @@ from nanodata.pipeline.chunking.config import ChunkConfig
 from nanodata.pipeline.chunking.pack import Doc
 from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, stage_docs
 from nanodata.pipeline.chunking.reuse import totals
-from nanodata.pipeline.chunking.sources import CPP_EXTENSIONS, hashed_tree_files, tree_item
+from nanodata.pipeline.chunking.sources import hashed_tree_files, tree_item
 from nanodata.pipeline.chunking.writer import doc_line_of, from_staged, output_line, staged_line
 from nanodata.pipeline.dedup.exact import digest_of
+from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage.entries import EntryStore
 from nanodata.storage.uri import iter_sizes, join_uri, read_bytes, write_bytes
 

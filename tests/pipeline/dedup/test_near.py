@@ -9,7 +9,7 @@ import pytest
 from near_copies import distinct_headers, exact_jaccard, planted, read_docs, shingles
 
 from nanodata.pipeline.chunking import chunk_to_jsonl
-from nanodata.pipeline.chunking.modes import MODES
+from nanodata.settings import MODES
 
 ORIGINALS = 24   # real headers, pairwise exact Jaccard <= 0.35
 HIGH = 2         # near-copies of each original at exact Jaccard in [0.8, 0.98]: each must go
