@@ -20,6 +20,8 @@ digests. Writers: `sealed_output` (bytes hashed as written), `seal_file` (a loca
 as they are read, whole or a range (one piece's digest per piece read, streamed: a reader of one range never reads
 the rest); `read_sealed`, `read_sealed_json(s)`, `checked_file` on top. A file that is not as sealed where it is
 raises BrokenSeal (one line naming it), or, from checked_file, is None: the caller makes it again or says what to do.
+Staged files and their seals are written without fsync (still whole, by rename): a file a power cut tears or loses
+fails its seal like any other, so a retry makes it again, or the reading task stops in one line, never reads it.
 """
 
 from __future__ import annotations
@@ -199,7 +201,7 @@ def sealed_output(uri: str, secret: Secret, scratch: str | os.PathLike):
     rename; gs://: one upload from a file in the local dir `scratch`), then its seal, made from the bytes as they
     were written (never read back)."""
     if not is_gcs(uri):
-        with atomic_output(uri) as f:
+        with atomic_output(uri, durable=False) as f:
             out = SealedWriter(f)
             yield out
     else:
@@ -211,7 +213,7 @@ def sealed_output(uri: str, secret: Secret, scratch: str | os.PathLike):
             write_file(local, uri)
         finally:
             local.unlink(missing_ok=True)
-    write_bytes(uri + MAC_SUFFIX, out.pieces.seal(secret, uri))
+    write_bytes(uri + MAC_SUFFIX, out.pieces.seal(secret, uri), durable=False)
 
 
 def block_cuts(size: int, block: int) -> list[int]:
@@ -240,15 +242,15 @@ def seal_file(path: str | os.PathLike, uri: str, secret: Secret, cuts=None) -> N
     with open(path, "rb") as f:
         pieces = _digest_stream(f, cuts)
     if os.fspath(path) != uri:
-        write_file(path, uri)
-    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+        write_file(path, uri, durable=False)
+    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri), durable=False)
 
 
 def seal_bytes(uri: str, data: bytes, secret: Secret, cuts=None) -> None:
     """seal_file of bytes in hand."""
     pieces = _digest_stream(io.BytesIO(data), cuts)
-    write_bytes(uri, data)
-    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+    write_bytes(uri, data, durable=False)
+    write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri), durable=False)
 
 
 def seal_json(uri: str, obj, secret: Secret) -> None:
@@ -261,7 +263,7 @@ def seal_in_place(uris, secret: Secret) -> None:
     def seal(uri: str) -> None:
         with open_read(uri) as f:
             pieces = _digest_stream(f, None)
-        write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri))
+        write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri), durable=False)
 
     concurrently(seal, uris)
 

@@ -93,8 +93,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = F
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
-    with atomic_output(path, "wb") as f:
+def atomic_write(path: str | os.PathLike, data: bytes | str, durable: bool = True) -> None:
+    with atomic_output(path, "wb", durable=durable) as f:
         f.write(data.encode() if isinstance(data, str) else data)
 
 

@@ -261,21 +261,22 @@ def content_digest(uri: str | os.PathLike) -> str:
     return object_digest(blob.size, blob.crc32c)
 
 
-def write_bytes(uri: str | os.PathLike, data: bytes) -> None:
-    """Write a small object whole (local: temp file + rename)."""
+def write_bytes(uri: str | os.PathLike, data: bytes, durable: bool = True) -> None:
+    """Write a small object whole (local: temp file + rename; durable=False: no fsync, see files.atomic_output)."""
     side, name = _split(uri)
     if isinstance(side, LocalSide):
-        atomic_write(side.path(name), data)
+        atomic_write(side.path(name), data, durable)
         return
     with_retries(lambda: side.blob(name).upload_from_string(data, checksum="crc32c", retry=None, timeout=TIMEOUT),
                  f"write {uri}")
 
 
-def write_file(path: str | os.PathLike, uri: str | os.PathLike) -> None:
-    """Copy a local file to a local path (temp + fsync + rename) or a gs:// object (crc32c-checked, retried)."""
+def write_file(path: str | os.PathLike, uri: str | os.PathLike, durable: bool = True) -> None:
+    """Copy a local file to a local path (temp + fsync + rename; durable=False: no fsync, see files.atomic_output) or
+    a gs:// object (crc32c-checked, retried)."""
     side, name = _split(uri)
     if isinstance(side, LocalSide):
-        with open(path, "rb") as src, atomic_output(side.path(name)) as dst:
+        with open(path, "rb") as src, atomic_output(side.path(name), durable=durable) as dst:
             shutil.copyfileobj(src, dst, COPY_BLOCK)
         return
     entry = Entry(os.path.getsize(path), file_digest(path, "crc32c"))
