@@ -51,7 +51,6 @@ CONF = {"mode": "basic", "max_tokens": 16_384, "partition_mb": 40}
 GOAL_WALL, GOAL_TASK, GOAL_UNMAPPED = 0.25, 0.15, 0.03
 REFERENCE = "the issue's machine, 1 GB: full build 216 s wall, 361 s task time"
 RUN_TIMEOUT = 4 * 3600
-PAGE = 100  # the API's page size cap for task instances
 
 
 class LoadSampler(threading.Thread):
@@ -82,19 +81,6 @@ def _cpu_jiffies() -> tuple[int, int]:
         values = [int(v) for v in f.readline().split()[1:]]
     idle = values[3] + values[4]  # idle + iowait
     return sum(values) - idle, sum(values)
-
-
-def task_instances(af: airflow_deploy.AirflowDeployment, run_id: str) -> list[dict]:
-    """Every task instance of the run: the API answers at most PAGE a request, so page through them."""
-    out: list[dict] = []
-    while True:
-        r = af.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances",
-                   params={"limit": PAGE, "offset": len(out), "order_by": "id"})
-        r.raise_for_status()
-        page = r.json()
-        out += page["task_instances"]
-        if not page["task_instances"] or len(out) >= page["total_entries"]:
-            return out
 
 
 def _when(text: str | None) -> datetime | None:
@@ -141,7 +127,7 @@ def build(af: airflow_deploy.AirflowDeployment, conf: dict) -> dict:
     run = af.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}").json()
     start, end = _when(run["start_date"]), _when(run["end_date"])
     tis = []
-    for ti in task_instances(af, run_id):
+    for ti in af.task_instances(DAG_ID, run_id):  # every page of them
         t0, t1 = _when(ti["start_date"]), _when(ti["end_date"])
         ran = t0 is not None and t1 is not None
         tis.append({"task": ti["task_id"], "mapped": ti["map_index"] >= 0, "state": ti["state"],
