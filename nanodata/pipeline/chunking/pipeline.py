@@ -60,60 +60,157 @@ PROBLEMS_KEPT = 100
 TOO_BIG_KEPT = 10_000  # files over --max-file-bytes the summary names (each is also logged); the rest are counted
 MERGE_BATCH = 256   # docs handed to the writer at a time
 
-_state: dict = {}   # per process: the run's settings, its Counter and (emit) the GlobalIndex
-
-
 # ---------------------------------------------------------------- per-file work (in worker processes)
 
-def _init_worker(settings: dict) -> None:
-    """Set up a process (a pool worker, or the parent itself with one worker) for one pass."""
-    _state.clear()
-    _state.update(settings, counter=counter_for(settings["tokenizer"]))
-    if settings.get("index"):
-        _state["lookup"] = GlobalIndex(settings["index"])
+class FileWorker:
+    """A pass's per-file work, built once per worker process (or in the parent with one worker) from the run's
+    settings (ChunkConfig.worker_settings): the cleaning stages, the token counter, the cache and, when emitting, the
+    global index. Each method takes one item and returns its FileResult (or the file's Problem)."""
+
+    def __init__(self, settings: dict):
+        self.mode, self.budget, self.cross_depth = settings["mode"], settings["budget"], settings["cross_depth"]
+        self.cleaning, self.licenses, self.near = settings["cleaning"], settings["licenses"], settings.get("near")
+        self.cache: FileCache | None = settings.get("cache")
+        self.counter = counter_for(settings["tokenizer"])
+        self.lookup = GlobalIndex(settings["index"]) if settings.get("index") else None
+
+    def license_drop(self, src: SourceFile) -> FileResult | None:
+        if self.licenses is None or allowed(src.license, self.licenses):
+            return None
+        return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path,
+                          drop=Drop("license", f"its project's license is {src.license}"), license=src.license)
+
+    def through_cache(self, src: SourceFile, kind: str, make, ahead: tuple | None):
+        """make(src, text) -> FileResult for one file, through the run's cache (reuse.FileCache) when it has one: a
+        file whose entry holds its result is never chunked, nor even read when its content digest was planned.
+        ahead: its entry as fetched ahead (FileCache.ahead), if it was. Returns the FileResult, or the file's
+        Problem when it cannot be read."""
+        cache = self.cache
+        text, digest = None, src.digest if cache is not None else None
+        if digest is None:
+            text, problem = load_text(src)
+            if problem is not None:
+                return problem
+        dropped = self.license_drop(src)
+        if dropped is not None or cache is None:
+            return dropped or make(src, text)
+        digest = digest or text_content_digest(text, src.file)
+        key = cache.key(kind, digest)
+        stored, rebuilt = cache.load(key, ahead)
+        if stored is not None:
+            return _restored(stored, gid=src.gid, size=src.size, project=src.project, source=src.source,
+                             path=src.path, license=src.license, key=key, digest=digest)
+        if text is None:
+            text, problem = load_text(src)
+            if problem is not None:
+                return problem
+            read = text_content_digest(text, src.file)
+            if read != digest:  # changed since it was planned: its entry is filed under what was read
+                digest, key = read, cache.key(kind, read)
+        return _saved(cache, key, rebuilt, make(src, text), digest)
+
+    def parse(self, src: SourceFile, text: str):
+        """(units, near-dedup signature or None, redactions) of a file's text; a FileResult naming its Drop when a
+        filter drops it."""
+        # the file's one slot for being judged and changed, before it is chunked (counted on the redacted text)
+        text, drop, changes = self.cleaning.clean(src.source, text)
+        if drop is not None:
+            return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path,
+                              drop=drop, license=src.license)
+        # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
+        sig = signature(text) if self.near is not None else None
+        if self.mode == "basic":  # a file that fits is tokenized and emitted: never parsed
+            whole = whole_file(text, self.counter, self.budget)
+            if whole is not None:
+                return whole, sig, changes
+        # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
+        # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
+        fu = parse_units(text, self.counter.count_batch, with_references=self.mode != "basic",
+                         split_bytes=self.budget)
+        fu.may_fit = self.mode != "basic"  # (basic mode found it over budget)
+        return fu, sig, changes
+
+    def chunked(self, gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
+        """A file's docs, as their output lines (writer.doc_line_of), and their fidelity figures (the file's lines
+        as its segments hold them). `fu` is a file's one Doc when it fits whole (basic mode: never parsed, so no
+        syntax errors are known)."""
+        if isinstance(fu, Doc):
+            stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
+            return FileResult(gid, size, False, [doc_line_of(fu, self.mode)], rank=rank, project=project,
+                              stats=stats, source=source)
+        chunker = Chunker(self.mode, self.budget, self.counter, Index({gid: fu}, self.lookup), self.cross_depth)
+        docs = chunker.docs(gid, source)
+        stats = file_stats(fu.whole_text(), [d.text for d in docs],
+                           {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
+                            "cut_docs": sum(d.cut for d in docs)})
+        return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, self.mode) for d in docs], rank=rank,
+                          project=project, stats=stats, source=source)
+
+    def _chunk_text(self, src: SourceFile, text: str) -> FileResult:
+        parsed = self.parse(src, text)
+        if not isinstance(parsed, tuple):
+            return parsed
+        fu, sig, changes = parsed
+        result = self.chunked(src.gid, src.source, src.project, src.size, fu)
+        result.signature, result.source, result.path, result.redactions, result.license = (
+            sig, src.source, src.path, changes, src.license)
+        return result
+
+    def chunk_file(self, src: SourceFile, ahead: tuple | None = None):
+        """Local modes: one file in, its docs (and signature) out."""
+        return self.through_cache(src, "chunk", self._chunk_text, ahead)
+
+    def _parse_text(self, src: SourceFile, text: str) -> FileResult:
+        parsed = self.parse(src, text)
+        if not isinstance(parsed, tuple):
+            return parsed
+        fu, sig, changes = parsed
+        return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig,
+                          source=src.source, path=src.path, redactions=changes, license=src.license,
+                          payload=(UNITS.encode(fu), definitions(fu), fu.includes))
+
+    def parse_file(self, src: SourceFile, ahead: tuple | None = None):
+        """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out."""
+        return self.through_cache(src, "parse", self._parse_text, ahead)
+
+    def emit_file(self, row, ahead: tuple | None = None):
+        """Global modes, pass 2: a stored file's docs, with the global index; through the cache, keyed by what the
+        file can see (its project's view digest) and its place in its project (ahead: as through_cache's)."""
+        gid, source, project, size, _, blob, rank, view, ordinal = row
+        if self.cache is None or view is None:
+            return self.chunked(gid, source, project, size, UNITS.decode(blob), rank)
+        key = self.cache.key("emit", view, ordinal)
+        stored, rebuilt = self.cache.load(key, ahead)
+        if stored is not None:
+            return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
+        return _saved(self.cache, key, rebuilt, self.chunked(gid, source, project, size, UNITS.decode(blob), rank))
 
 
-def _license_drop(src: SourceFile) -> FileResult | None:
-    allow = _state["licenses"]
-    if allow is None or allowed(src.license, allow):
-        return None
-    return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path,
-                      drop=Drop("license", f"its project's license is {src.license}"), license=src.license)
+_worker: FileWorker | None = None  # this process's, for the pass under way (a pool's initializer makes it)
 
 
-def _through_cache(src: SourceFile, kind: str, make, ahead: tuple | None):
-    """make(src, text) -> FileResult for one file, through the run's cache (reuse.FileCache) when it has one: a file
-    whose entry holds its result is never chunked, nor even read when its content digest was planned. ahead: its
-    entry as fetched ahead (FileCache.ahead), if it was. Returns the FileResult, or the file's Problem when it
-    cannot be read."""
-    cache: FileCache | None = _state.get("cache")
-    text, digest = None, src.digest if cache is not None else None
-    if digest is None:
-        text, problem = load_text(src)
-        if problem is not None:
-            return problem
-    dropped = _license_drop(src)
-    if dropped is not None or cache is None:
-        return dropped or make(src, text)
-    digest = digest or text_content_digest(text, src.file)
-    key = cache.key(kind, digest)
-    stored, rebuilt = cache.load(key, ahead)
-    if stored is not None:
-        return _restored(stored, gid=src.gid, size=src.size, project=src.project, source=src.source, path=src.path,
-                         license=src.license, key=key, digest=digest)
-    if text is None:
-        text, problem = load_text(src)
-        if problem is not None:
-            return problem
-        read = text_content_digest(text, src.file)
-        if read != digest:  # changed since it was planned: its entry is filed under what was read
-            digest, key = read, cache.key(kind, read)
-    return _saved(cache, key, rebuilt, make(src, text), digest)
+def _start_worker(settings: dict | None) -> None:
+    """This process's worker for a pass (None: none, releasing the last one's index and cache)."""
+    global _worker
+    _worker = None if settings is None else FileWorker(settings)
+
+
+# what a pool runs: module functions (picklable by name) handing each item to this process's worker
+def _chunk_file(src: SourceFile, ahead: tuple | None = None):
+    return _worker.chunk_file(src, ahead)
+
+
+def _parse_file(src: SourceFile, ahead: tuple | None = None):
+    return _worker.parse_file(src, ahead)
+
+
+def _emit_file(row, ahead: tuple | None = None):
+    return _worker.emit_file(row, ahead)
 
 
 def _key_ahead(settings: dict, kind: str, item) -> bytes | None:
     """The key an item's entry is looked up under, when it is known before the item is read (so the entry can be
-    fetched ahead): a file's planned content digest or a record's text (as _through_cache keys them), an emitted
+    fetched ahead): a file's planned content digest or a record's text (as through_cache keys them), an emitted
     file's view; None for a Problem, a file read first, or one its license drops (never looked up)."""
     cache: FileCache = settings["cache"]
     if isinstance(item, Problem):
@@ -152,95 +249,6 @@ def _restored(stored: Result, *, source: str, **where) -> FileResult:
                       source=source, reused=True, **where)
 
 
-def _parse(src: SourceFile, text: str):
-    """(units, near-dedup signature or None, redactions) of a file's text; a FileResult naming its Drop when a
-    filter drops it."""
-    # the file's one slot for being judged and changed, before it is chunked (counted on the redacted text)
-    text, drop, changes = _state["cleaning"].clean(src.source, text)
-    if drop is not None:
-        return FileResult(src.gid, src.size, False, project=src.project, source=src.source, path=src.path, drop=drop,
-                          license=src.license)
-    # the signature is taken where the text is read anyway: near-dedup makes no pass of its own over the input
-    sig = signature(text) if _state.get("near") is not None else None
-    if _state["mode"] == "basic":  # a file that fits is tokenized and emitted: never parsed
-        whole = whole_file(text, _state["counter"], _state["budget"])
-        if whole is not None:
-            return whole, sig, changes
-    # a node of at most `budget` bytes has at most `budget` tokens: only larger ones are laid out to be cut
-    # along the tree (one that fits alone but not inside long namespace/class openers is cut by lines, counted)
-    fu = parse_units(text, _state["counter"].count_batch, with_references=_state["mode"] != "basic",
-                     split_bytes=_state["budget"])
-    fu.may_fit = _state["mode"] != "basic"  # (basic mode found it over budget)
-    return fu, sig, changes
-
-
-def _chunker(files: dict) -> Chunker:
-    return Chunker(_state["mode"], _state["budget"], _state["counter"], Index(files, _state.get("lookup")),
-                   _state["cross_depth"])
-
-
-def _chunked(gid: int, source: str, project: str, size: int, fu, rank: int = 0) -> FileResult:
-    """A file's docs, as their output lines (writer.doc_line_of), and their fidelity figures (the file's lines as
-    its segments hold them). `fu` is a file's one Doc when it fits whole (basic mode: never parsed, so no syntax
-    errors are known)."""
-    if isinstance(fu, Doc):
-        stats = file_stats(fu.text, [fu.text], dict.fromkeys(CUTS, 0))
-        return FileResult(gid, size, False, [doc_line_of(fu, _state["mode"])], rank=rank, project=project,
-                          stats=stats, source=source)
-    chunker = _chunker({gid: fu})
-    docs = chunker.docs(gid, source)
-    stats = file_stats(fu.whole_text(), [d.text for d in docs],
-                       {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
-                        "cut_docs": sum(d.cut for d in docs)})
-    return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, _state["mode"]) for d in docs], rank=rank,
-                      project=project, stats=stats, source=source)
-
-
-def _chunk_text(src: SourceFile, text: str) -> FileResult:
-    parsed = _parse(src, text)
-    if not isinstance(parsed, tuple):
-        return parsed
-    fu, sig, changes = parsed
-    result = _chunked(src.gid, src.source, src.project, src.size, fu)
-    result.signature, result.source, result.path, result.redactions, result.license = (
-        sig, src.source, src.path, changes, src.license)
-    return result
-
-
-def _chunk_file(src: SourceFile, ahead: tuple | None = None):
-    """Local modes: one file in, its docs (and signature) out."""
-    return _through_cache(src, "chunk", _chunk_text, ahead)
-
-
-def _parse_text(src: SourceFile, text: str) -> FileResult:
-    parsed = _parse(src, text)
-    if not isinstance(parsed, tuple):
-        return parsed
-    fu, sig, changes = parsed
-    return FileResult(src.gid, src.size, fu.syntax_errors, project=src.project, signature=sig, source=src.source,
-                      path=src.path, redactions=changes, license=src.license,
-                      payload=(UNITS.encode(fu), definitions(fu), fu.includes))
-
-
-def _parse_file(src: SourceFile, ahead: tuple | None = None):
-    """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out."""
-    return _through_cache(src, "parse", _parse_text, ahead)
-
-
-def _emit_file(row, ahead: tuple | None = None):
-    """Global modes, pass 2: a stored file's docs, with the global index; through the cache, keyed by what the
-    file can see (its project's view digest) and its place in its project (ahead: as _through_cache's)."""
-    gid, source, project, size, _, blob, rank, view, ordinal = row
-    cache: FileCache | None = _state.get("cache")
-    if cache is None or view is None:
-        return _chunked(gid, source, project, size, UNITS.decode(blob), rank)
-    key = cache.key("emit", view, ordinal)
-    stored, rebuilt = cache.load(key, ahead)
-    if stored is not None:
-        return _restored(stored, gid=gid, size=size, project=project, source=source, rank=rank, key=key)
-    return _saved(cache, key, rebuilt, _chunked(gid, source, project, size, UNITS.decode(blob), rank))
-
-
 @dataclass
 class FileResult:
     gid: int
@@ -276,11 +284,11 @@ def _ordered_map(function, kind: str, items, settings: dict, workers: int):
     jobs = (((item, None) for item in items) if cache is None
             else cache.ahead(items, functools.partial(_key_ahead, settings, kind)))
     if workers <= 1:
-        _init_worker(settings)
+        _start_worker(settings)
         for item, ahead in jobs:
             yield item if isinstance(item, Problem) else function(item, ahead)
         return
-    pool = process_pool(workers, _init_worker, (settings,))
+    pool = process_pool(workers, _start_worker, (settings,))
     try:
         pending: deque = deque()  # (bytes, Problem or AsyncResult)
         in_flight = 0
@@ -610,7 +618,7 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     finally:
         items.close()
         bar.close()
-        _state.clear()
+        _start_worker(None)
 
     seconds = time.perf_counter() - started
     counts = tally.counts()
