@@ -624,6 +624,7 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
     counts = tally.counts()
     summary = {
         "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": config.tokenizer,
+        "settings": config.decisive(),  # every setting that decides the output (nanodata.settings)
         **{k: counts[k] for k in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed")},
         "docs": writer.docs, "tokens": writer.tokens, "docs_split": writer.split,
         "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
