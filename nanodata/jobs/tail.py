@@ -77,12 +77,16 @@ VSHARDS = 1024
 
 
 MIN_TASK_BYTES = 8 << 20  # a mapped task's fixed cost (a process, a few requests) is paid for this much data at least
+# a bucket task dedupes and routes its docs at ~150 MB/s: under this much input its ~1 s of fixed cost (a worker
+# process, Airflow's hand-offs) would outweigh its work, so buckets are sized by the data, never by the partitions
+BUCKET_TASK_BYTES = 512 << 20
 
 
 def bucket_count(input_bytes: int, partition_bytes: int, limit: int = MAX_MAPPED_TASKS) -> int:
-    """B: about one bucket per partition's worth of input, so bucket tasks are as many and as big as chunk tasks,
-    but each holds MIN_TASK_BYTES of input at least: tiny partitions would otherwise start a task per few docs."""
-    return max(1, min(limit, math.ceil(input_bytes / max(partition_bytes, MIN_TASK_BYTES))))
+    """B: one bucket per partition's worth of input, but BUCKET_TASK_BYTES of input each at least: a bucket task's
+    work per byte is a small fraction of a chunk task's, so as many bucket tasks as partitions would each spend
+    more on starting than on working."""
+    return max(1, min(limit, math.ceil(input_bytes / max(partition_bytes, BUCKET_TASK_BYTES))))
 
 
 def shard_tasks(shards: int, doc_bytes: int) -> int:

@@ -66,14 +66,16 @@ def test_steps_build_into_a_local_destination_and_rerun_as_no_ops(tmp_path):
 
 
 def test_mapped_tail_tasks_hold_a_minimum_of_data():
-    """Buckets follow the partitions down to MIN_TASK_BYTES of input each; shard tasks write MIN_TASK_BYTES of docs
+    """Buckets follow the partitions down to BUCKET_TASK_BYTES of input each; shard tasks write MIN_TASK_BYTES of docs
     each at least, however small rows_per_file makes the files (the deployment test's tiny build is one task of
     each)."""
-    from nanodata.jobs.tail import MIN_TASK_BYTES, bucket_count, shard_tasks
+    from nanodata.jobs.tail import BUCKET_TASK_BYTES, MIN_TASK_BYTES, bucket_count, shard_tasks
 
     mb = 2 ** 20
-    assert bucket_count(200 * mb, 10 * mb) == 20  # the issue's 200 MB at partition_mb 10: >= 8 bucket tasks
-    assert bucket_count(20_000, 1) == 1 and bucket_count(3 * MIN_TASK_BYTES, 1) == 3
+    assert bucket_count(200 * mb, 10 * mb) == 1  # 200 MB at partition_mb 10: one bucket task, not 20 idle ones
+    assert bucket_count(1000 * mb, 40 * mb) == 2  # a 1 GB crawl at partition_mb 40: 2 tasks, not 25
+    assert bucket_count(20_000, 1) == 1 and bucket_count(3 * BUCKET_TASK_BYTES, 1) == 3
+    assert bucket_count(3 * BUCKET_TASK_BYTES, 2 * BUCKET_TASK_BYTES) == 2  # big partitions: one bucket each
     assert bucket_count(10 ** 12, mb) == MAX_MAPPED_TASKS
     assert shard_tasks(500, 40_000) == 1 and shard_tasks(3, 200 * mb) == 4
     assert shard_tasks(100, 200 * mb) == 25 == -(-200 * mb // MIN_TASK_BYTES)

@@ -46,12 +46,13 @@ def read_json(uri):
 @pytest.fixture(scope="module")
 def built(dag, bucket, source):
     """The reference build: every later test compares against it. Its tail is mapped over several tasks even for
-    this small source (tasks of MIN_TASK_BYTES); the later builds use the default, one task each: same corpus."""
+    this small source (tasks of MIN_TASK_BYTES and BUCKET_TASK_BYTES); the later builds use the default, one task each: same corpus."""
     from nanodata.jobs import tail
 
     dest = f"gs://{bucket}/main"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tail, "MIN_TASK_BYTES", 1)
+        patch.setattr(tail, "BUCKET_TASK_BYTES", 1)
         dag_run = dag.test(run_conf=conf(source, dest))
     return dag_run, dest, build_key(list_inputs(str(source)), build_params(PARAMS))
 

@@ -97,7 +97,7 @@ def test_corpus_is_identical_for_any_partition_size_and_bucket_count_and_equal_t
     assert len([n for n in builds[0] if n.startswith("shard_")]) >= 2
     counts = [p for p, _ in partitions[:3]]
     assert counts[0] > counts[1] > counts[2] == 1
-    # a small input is one bucket (MIN_TASK_BYTES a task); 5 and 3 are what larger inputs would get
+    # a small input is one bucket (BUCKET_TASK_BYTES a task); 5 and 3 are what larger inputs would get
     assert {b for _, b in partitions[:3]} == {1} and {b for _, b in partitions[3:]} == {5, 3}
     # the smallest size split every input: the gz input became several ranges read through its seek index
     stage = Path(cpp_corpus.stage_uri(str(tmp_path / "dest-0.002-None"), planned["key"], 0.002))
