@@ -130,6 +130,7 @@ def build(source: str, dest: str, mode: str, partition_mb: float = 10) -> dict:
     """Every step of the DAG in order, as its tasks call them; their seconds, the reuse counts, the corpus digest."""
     from nanodata.jobs import cpp_corpus
     from nanodata.ranges import SHARD_MB
+    from nanodata.report import build_stats
     from nanodata.report.corpus_report import report_build
 
     params = {**PARAMS, "mode": mode}
@@ -156,7 +157,7 @@ def build(source: str, dest: str, mode: str, partition_mb: float = 10) -> dict:
     for ref in cpp_corpus.shard_refs(planned["stage"], planned["key"]):
         timed("shard", cpp_corpus.shard_batch, dest, ref, tokenizer=params["tokenizer"])
     timed("publish", cpp_corpus.publish, dest, planned["stage"], planned["key"])
-    extras = cpp_corpus.report_extras(planned["stage"])
+    extras = build_stats.report_extras(planned["stage"])
     timed("report", report_build, cpp_corpus.build_uri(dest, planned["key"]), tokenizer=params["tokenizer"],
           max_tokens=params["max_tokens"], **extras)
     deps = _included_by(planned["stage"])

@@ -190,11 +190,11 @@ def nanodata_cpp_corpus():
 
     @task
     def report(published: dict, where: dict, params=None) -> str:
-        from nanodata.jobs import cpp_corpus
+        from nanodata.report.build_stats import report_extras
         from nanodata.report.corpus_report import report_build
 
         uri = report_build(published["uri"], tokenizer=params["tokenizer"], max_tokens=params["max_tokens"],
-                           **cpp_corpus.report_extras(published["stage"], cache_secret=_cache_secret()))
+                           **report_extras(published["stage"], cache_secret=_cache_secret()))
         log_report(uri, published["uri"])
         return published["key"]
 

@@ -47,7 +47,6 @@ from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs
 from nanodata.jobs.stage import (
     DOCS,
     INDEX,
-    NEAR,
     REUSE,
     STAGED,
     UNITS,
@@ -59,6 +58,8 @@ from nanodata.jobs.stage import (
     item_name,
     item_uri,
     item_uris,
+    near_summary_uri,
+    near_uri,
     plan_uri,
     reuse_keys_uri,
     stage_uri,
@@ -235,7 +236,7 @@ def near_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
 
     stage, group = ref["stage"], ref["group"]
     secret = load_secret(cache_secret)
-    edges_uri = item_uri(_near(stage), "edges", group)
+    edges_uri = item_uri(near_uri(stage), "edges", group)
     summary = done_json(edges_uri, secret)
     if summary is None:
         started = time.perf_counter()
@@ -244,7 +245,7 @@ def near_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
             threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
             partitions, _, _ = signed_partitions(_signed(stage, plan_, secret))
             bands = group_bands(lsh_shape(threshold)[0], groups, group)
-            summary = find_edges(_near(stage), group, bands, partitions, threshold, secret)
+            summary = find_edges(near_uri(stage), group, bands, partitions, threshold, secret)
         summary["seconds"] = round(time.perf_counter() - started, 3)
         seal_json(edges_uri, summary, secret)
         log.info("near group %d (bands %d-%d): %d candidate pairs, %d verified, %.1f s", group, bands.start,
@@ -261,11 +262,11 @@ def settle(stage: str, key: str, secret: Secret) -> dict:
     plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
     if plan_.get("near") is None:
         return {}
-    summary = done_json(_near_summary(stage), secret)
+    summary = done_json(near_summary_uri(stage), secret)
     if summary is None:
         with _timed(stage, "settle", secret):
             _, by_project, _ = near.signed_partitions(_signed(stage, plan_, secret))
-            summary = near.settle(_near(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"],
+            summary = near.settle(near_uri(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"],
                                   secret)
         log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", key,
                  summary["files_removed"], summary["files_signed"], summary["bytes_removed"], summary["clusters"])
@@ -289,16 +290,6 @@ def _settings(params: dict, ref: dict, reuse: bool, secret: Secret) -> dict:
     return ChunkConfig(**params, cache=ref.get("cache"), reuse=reuse, cache_secret=secret).worker_settings()
 
 
-def _near(stage: str) -> str:
-    """Where near-dedup's files live: signatures, band keys, edges, the removed list, its summary."""
-    return join(stage, NEAR)
-
-
-def _near_summary(stage: str) -> str:
-    """settle's summary, written last: its presence means near-dedup is settled."""
-    return summary_uri(stage, NEAR)
-
-
 @contextlib.contextmanager
 def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict, secret: Secret):
     """The near-dedup sink of a partition's file pass (None when the build does not near-dedupe): its files go to
@@ -311,7 +302,7 @@ def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dic
     sink = SignatureSink(tmp / "near", settings["near"])
     yield sink
     summary["near"] = sink.close(partition)
-    store_signatures(sink.directory, _near(stage), partition, secret)
+    store_signatures(sink.directory, near_uri(stage), partition, secret)
 
 
 def _each_partition(stage: str, batch: int, kind: str, work, secret: Secret) -> dict:
@@ -592,9 +583,9 @@ def bucket_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
     removed = None
     with broken_seals(stage):
         if read_sealed_json(plan_uri(stage), secret, required=True).get("near"):
-            if sealed(_near_summary(stage), secret) is None:  # written last by settle
-                raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({_near_summary(stage)} missing)")
-            removed = load_removed(_near(stage), secret)
+            if sealed(near_summary_uri(stage), secret) is None:  # written last by settle
+                raise RuntimeError(f"near-dedup of build {ref['key']} is not settled ({near_summary_uri(stage)} missing)")
+            removed = load_removed(near_uri(stage), secret)
         return tail.bucket_batch(ref, seed=SEED, removed=removed, secret=secret)
 
 
@@ -621,7 +612,7 @@ def publish(dest: str, stage: str, key: str, cache_secret: Secret | str | None =
         planned = read_sealed_json(plan_uri(stage), secret, required=True)
         buckets = tail.bucket_stats(stage, secret)
         reuse = reuse_stats(partition_summaries(stage, secret)[1])
-        near_removed = (read_sealed_json(_near_summary(stage), secret) or {}).get("files_removed", 0)
+        near_removed = (read_sealed_json(near_summary_uri(stage), secret) or {}).get("files_removed", 0)
         val_tokens = _val_tokens(stage, secret)
     info = {"key": key, "uri": target, "params": planned.get("params"), "docs": manifest.total_rows,
             "tokens": sum(s.tokens or 0 for s in manifest.shards) + val_tokens,
@@ -699,30 +690,6 @@ def _timed(stage: str, step: str, secret: Secret):
         seal_json(uri, {"seconds": round(time.perf_counter() - started, 3)}, secret)
 
 
-def task_times(stage: str, secret: Secret) -> list[dict]:
-    """[{"task", "mapped", "instances", "seconds"}]: the mapped steps' per-item seconds summed (from their
-    summaries), the unmapped steps' recorded seconds. Only time the steps spent working is counted."""
-    plan_ = read_sealed_json(plan_uri(stage), secret) or {"partitions": 0}
-    tail_ = {"buckets": 0, **(read_sealed_json(join(stage, tail.TAIL), secret) or {}),
-             "shards": (read_sealed_json(join(stage, tail.SHARD_PLAN), secret) or {"shards": -1})["shards"]}
-    mapped = {"parse": item_uris(stage, UNITS, plan_["partitions"]),
-              "chunk": item_uris(stage, DOCS, plan_["partitions"]),
-              "near": item_uris(_near(stage), "edges", (plan_.get("near") or {}).get("groups", 0)),
-              "bucket": item_uris(stage, tail.ROUTED, tail_["buckets"]),
-              "shard": item_uris(stage, tail.SHARDS, tail_["shards"] + 1)}
-    rows = []
-    for step in ("plan", "parse", "index", "chunk", "near", "settle", "route", "bucket", "shard", "publish"):
-        if step in mapped:
-            seconds = [s["seconds"] for s in read_sealed_jsons(mapped[step], secret) if s is not None]
-            if seconds:
-                rows.append({"task": step, "mapped": True, "instances": len(seconds), "seconds": round(sum(seconds), 3)})
-        else:
-            timing = read_sealed_json(timing_uri(stage, step), secret)
-            if timing is not None:
-                rows.append({"task": step, "mapped": False, "instances": 1, "seconds": timing["seconds"]})
-    return rows
-
-
 def partition_summaries(stage: str, secret: Secret | str | None = None) -> tuple[dict, list[dict]]:
     """The plan and every partition's chunk summary (read at once, under their seals; {} for one not written),
     which the report's partition, fidelity and too-big sections all read. secret: as plan's cache_secret."""
@@ -730,46 +697,6 @@ def partition_summaries(stage: str, secret: Secret | str | None = None) -> tuple
     plan_ = read_sealed_json(plan_uri(stage), secret) or {"partitions": 0}
     summaries = read_sealed_jsons(item_uris(stage, DOCS, plan_["partitions"]), secret)
     return plan_, [s or {} for s in summaries]
-
-
-def partition_stats(summaries: list[dict]) -> list[dict]:
-    """Per partition, what its chunk task counted (for the report)."""
-    return [{k: s.get(k) for k in ("partition", "files_read", "bytes_read", "files_skipped", "files_failed", "docs",
-                                   "tokens", "doc_bytes", "seconds", "mb_per_s")} for s in summaries]
-
-
-def ambiguity(stage: str, secret: Secret) -> dict | None:
-    """Global modes: names defined more than once with one qualification within a project, per project (the
-    index's counts); None in local modes."""
-    counts = read_sealed_json(summary_uri(stage, INDEX), secret)
-    return None if counts is None else {k: counts[k] for k in ("ambiguous_names", "ambiguous_by_project")}
-
-
-def fidelity_stats(summaries: list[dict]) -> dict | None:
-    """The chunk tasks' fidelity figures (lines kept, balanced docs, cuts) summed per project, or None."""
-    from nanodata.pipeline.chunking.fidelity import add_stats, summarize
-
-    by_project: dict = {}
-    for summary in summaries:
-        for project, stats in summary.get("fidelity", {}).items():
-            add_stats(by_project, project, stats)
-    return summarize(by_project) if by_project else None
-
-
-def report_extras(stage: str, cache_secret: Secret | str | None = None) -> dict:
-    """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
-    shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
-    bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project.
-    All of it read under its seal (cache_secret: as plan's)."""
-    secret = load_secret(cache_secret)
-    with broken_seals(stage):
-        plan_, summaries = partition_summaries(stage, secret)
-        buckets = tail.bucket_stats(stage, secret)
-        return {"shards": tail.file_stats(stage, secret), "partitions": partition_stats(summaries),
-                "tasks": task_times(stage, secret), "buckets": buckets, "ambiguity": ambiguity(stage, secret),
-                "fidelity": fidelity_stats(summaries), "too_big": too_big_files(plan_, summaries),
-                "near_duplicates": near_duplicates(stage, buckets, secret), "cleaning": cleaning_stats(summaries),
-                "reuse": reuse_stats(summaries, plan_.get("cache"))}
 
 
 def reuse_stats(summaries: list[dict], cache: str | None = None) -> dict:
@@ -781,31 +708,3 @@ def reuse_stats(summaries: list[dict], cache: str | None = None) -> dict:
     by_project = merge(s.get("reuse", {}) for s in summaries)
     return {**totals(by_project), "by_project": by_project,
             **({"cache": {"uri": cache, **EntryStore(cache).size()}} if cache else {})}
-
-
-def cleaning_stats(summaries: list[dict]) -> dict | None:
-    """What cleaning dropped, redacted and found (licenses) per project, summed over the chunk tasks' summaries."""
-    from nanodata.pipeline.cleaning.tally import summarize
-
-    parts = [s["cleaning"] for s in summaries if "cleaning" in s]
-    return summarize(parts) if parts else None
-
-
-def near_duplicates(stage: str, buckets: list[dict], secret: Secret) -> dict | None:
-    """The near-dedup summary (settle's), with the docs the bucket tasks dropped for it; None without near-dedup."""
-    summary = read_sealed_json(_near_summary(stage), secret)
-    if summary is None:
-        return None
-    return {**summary, "docs_removed": sum(b.get("near_removed") or 0 for b in buckets)}
-
-
-def too_big_files(plan_: dict, summaries: list[dict]) -> dict | None:
-    """The files the build skipped for its max_file_bytes, from the partitions' summaries, as the report shows
-    them ({"max_file_bytes", "files", "listed": the first TOO_BIG_KEPT}); None when the build set no limit."""
-    from nanodata.pipeline.chunking.pipeline import TOO_BIG_KEPT
-
-    limit = plan_.get("params", {}).get("max_file_bytes")
-    if limit is None:
-        return None
-    listed = [entry for s in summaries for entry in s.get("too_big", [])][:TOO_BIG_KEPT]
-    return {"max_file_bytes": limit, "files": sum(s.get("files_too_big", 0) for s in summaries), "listed": listed}

@@ -93,6 +93,16 @@ def summary_uri(stage: str, folder: str) -> str:
     return join(stage, folder, SUMMARY)
 
 
+def near_uri(stage: str) -> str:
+    """Where near-dedup's files live: signatures, band keys, edges, the removed list, its summary."""
+    return join(stage, NEAR)
+
+
+def near_summary_uri(stage: str) -> str:
+    """settle's summary, written last: its presence means near-dedup is settled."""
+    return summary_uri(stage, NEAR)
+
+
 def timing_uri(stage: str, step: str) -> str:
     return join(stage, TIMINGS, step + ".json")
 

@@ -10,6 +10,7 @@ from dag_data import run_steps, run_tail, write_cpp_source
 from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
+from nanodata.report import build_stats
 from nanodata.report.corpus_report import build_report, report_build
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 4, "val_fraction": 0.2}
@@ -86,7 +87,7 @@ def test_report_merges_the_shard_tasks_statistics_into_the_report_reading_the_sh
     report that reading every shard gives (several files per shard, val included)."""
     src, dest = write_cpp_source(tmp_path / "src"), str(tmp_path / "dest")
     planned, _, info = run_steps(src, dest, {**PARAMS, "rows_per_file": 2})
-    extras = cpp_corpus.report_extras(planned["stage"])
+    extras = build_stats.report_extras(planned["stage"])
     assert len(extras["shards"]) == info["shards"] >= 3 and extras["ambiguity"] is None  # basic: no index
     merged = build_report(info["uri"], max_tokens=256, **extras)
     assert merged == build_report(info["uri"], max_tokens=256, **{**extras, "shards": None})
@@ -100,7 +101,7 @@ def test_report_shows_the_names_ambiguous_within_each_project(tmp_path):
     (src / "projB" / "again.cpp").write_text("double length(const Vec& v) { return v.x; }\n")
     dest = str(tmp_path / "dest")
     planned, _, info = run_steps(src, dest, {**PARAMS, "mode": "project"})
-    index = Path(report_build(info["uri"], max_tokens=256, **cpp_corpus.report_extras(planned["stage"])))
+    index = Path(report_build(info["uri"], max_tokens=256, **build_stats.report_extras(planned["stage"])))
     ambiguity = json.loads((index.parent / "report.json").read_text())["ambiguity"]
     assert ambiguity == {"ambiguous_names": 1, "ambiguous_by_project": {"projB": 1}}
     assert "<h2>Ambiguous names by project</h2>" in index.read_text() and "<td>projB</td><td>1</td>" in index.read_text()

@@ -20,6 +20,7 @@ from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
+from nanodata.report import build_stats
 from nanodata.report.corpus_report import report_build
 
 STD = Path("/usr/include/c++/12/bits")
@@ -259,7 +260,7 @@ def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_
     # the retry resumes (the finished partitions are not redone) and removes the staging once committed
     planned, chunks, _ = run_steps(source, str(dest), params, 0.04)
     assert done.stat().st_mtime_ns == mtime
-    report_build(cpp_corpus.build_uri(str(dest), planned["key"]), **cpp_corpus.report_extras(planned["stage"]))
+    report_build(cpp_corpus.build_uri(str(dest), planned["key"]), **build_stats.report_extras(planned["stage"]))
     cpp_corpus.cleanup(str(dest), planned["key"])
     left = _dest_files(dest)
     build = f"builds/{planned['key']}/"
@@ -345,7 +346,7 @@ def test_a_max_file_bytes_param_names_each_skipped_file_in_the_report(tmp_path, 
         dest = tmp_path / f"dest-{read}"
         planned, chunks, info = run_steps(folder, str(dest), params)
         assert sum(c["files_read"] for c in chunks) == read and info["docs"] > 1
-        extras = cpp_corpus.report_extras(planned["stage"])
+        extras = build_stats.report_extras(planned["stage"])
         report = json.loads(Path(report_build(info["uri"], **extras)).with_name("report.json").read_text())
         assert (report["too_big"] is None) == (read == 2)
     assert extras["too_big"] == report["too_big"] == {

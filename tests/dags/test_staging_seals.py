@@ -22,6 +22,7 @@ from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
 from nanodata.jobs.stage import INDEX, UNITS, item_uri, summary_uri
+from nanodata.report import build_stats
 from nanodata.storage.auth import MAC_SUFFIX, SEAL_MAGIC, load_secret, read_sealed_json, seal_file
 
 STD = Path("/usr/include/c++/12/bits")
@@ -103,7 +104,7 @@ def _build(src, dest: Path, tamper=None, last: str = "cleanup", secrets: dict | 
         elif step == "publish":
             cpp_corpus.publish(str(dest), stage, key, cache_secret=secret)
         elif step == "report":
-            state["report"] = cpp_corpus.report_extras(stage, cache_secret=secret)
+            state["report"] = build_stats.report_extras(stage, cache_secret=secret)
         else:
             cpp_corpus.cleanup(str(dest), key, cache_secret=secret)
 
