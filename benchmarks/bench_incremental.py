@@ -1,4 +1,4 @@
-"""Nightly rebuilds that cost what changed (issue 30): a full build, a night's changes, the rebuild that reuses each
+"""Nightly rebuilds that cost what changed: a full build, a night's changes, the rebuild that reuses each
 unchanged file's work, and a build of the changed input into an empty destination, side by side.
 
 Source (real C++): /usr/include as 30 project trees (its 29 largest top-level folders, one project each, the rest
