@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from nanodata.dataset import list_parquet_files, open_parquet, read_texts, split_files
 from nanodata.errors import NanodataError
-from nanodata.pipeline.workers import process_context
+from nanodata.pipeline.workers import in_this_environment, process_context
 from nanodata.ranges import PROCESS_WORKERS, SHARD_TOKENS, flag, local_path
 from nanodata.storage.files import atomic_output, atomic_write, check_output_dir, file_digest, fsync_dir, temp_name
 from nanodata.token_shards import META_FILE, META_VERSION, SHARD_FILE
@@ -109,7 +109,8 @@ def tokenize_in_order(workers: int, init_args: tuple):
     if workers == 1:
         yield lambda tasks: map(RowGroupTokenizer(*init_args), tasks)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=process_context(), initializer=_start_worker, initargs=init_args)
+    initializer, initargs = in_this_environment(_start_worker, init_args)
+    pool = ProcessPoolExecutor(workers, mp_context=process_context(), initializer=initializer, initargs=initargs)
     try:
         def ordered(tasks):
             pending = deque()

@@ -12,6 +12,7 @@ takes tqdm's own lock, which workers never touch.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 
 from tqdm import tqdm
@@ -32,4 +33,18 @@ def process_context():
 
 
 def process_pool(workers: int, initializer=None, initargs: tuple = ()):
-    return process_context().Pool(workers, initializer, initargs)
+    return process_context().Pool(workers, *in_this_environment(initializer, initargs))
+
+
+def in_this_environment(initializer=None, initargs: tuple = ()) -> tuple:
+    """A pool's (initializer, initargs) that first give the worker the environment as it is now: a fork server
+    keeps the one it started with (a variable set since, such as STORAGE_EMULATOR_HOST, would not reach the
+    workers), while a forked worker would have seen it."""
+    return _with_environment, (dict(os.environ), initializer, initargs)
+
+
+def _with_environment(environ: dict, initializer, initargs: tuple) -> None:
+    os.environ.clear()
+    os.environ.update(environ)
+    if initializer is not None:
+        initializer(*initargs)

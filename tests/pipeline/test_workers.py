@@ -44,6 +44,27 @@ def test_workers_start_clean_while_another_thread_holds_a_lock(thread_holding_a_
         assert pool.map_async(_takes_the_lock, range(6)).get(timeout=60) == [0, 1, 4, 9, 16, 25]
 
 
+def _variable(name: str) -> str | None:
+    import os
+
+    return os.environ.get(name)
+
+
+def test_workers_see_the_environment_as_it_is_when_the_pool_starts(thread_holding_a_lock, monkeypatch):
+    """The fork server keeps the environment it started with: a variable set since (the tests' emulator address, a
+    deployment's STORAGE_EMULATOR_HOST) must still reach the workers, as it would a forked worker."""
+    monkeypatch.setenv("NANODATA_TEST_WORKER_ENV", "when the fork server started")
+    with process_pool(1) as pool:  # starts the fork server (a thread holds a lock) with this environment
+        assert pool._ctx.get_start_method() == "forkserver"
+        assert pool.apply(_variable, ("NANODATA_TEST_WORKER_ENV",)) == "when the fork server started"
+    monkeypatch.setenv("NANODATA_TEST_WORKER_ENV", "now")
+    with process_pool(2) as pool:
+        assert pool.map(_variable, ["NANODATA_TEST_WORKER_ENV"] * 4) == ["now"] * 4
+    monkeypatch.delenv("NANODATA_TEST_WORKER_ENV")
+    with process_pool(1) as pool:
+        assert pool.apply(_variable, ("NANODATA_TEST_WORKER_ENV",)) is None
+
+
 def test_pretokenize_from_a_threaded_process_matches_one_worker(thread_holding_a_lock, corpus_dir, tmp_path):
     outs = []
     for workers in (1, 2):
