@@ -113,7 +113,7 @@ def nanodata_cpp_corpus():
         from nanodata.jobs import cpp_corpus
 
         shards = {k: params[k] for k in ("rows_per_file", "shard_mb", "val_fraction")}
-        return cpp_corpus.plan(where["source"], where["destination"], {**_chunk_params(params), **shards},
+        return cpp_corpus.plan(where["source"], where["destination"], {**from_params(params), **shards},
                                partition_mb=params["partition_mb"], cache_secret=_cache_secret())
 
     @task
@@ -128,20 +128,20 @@ def nanodata_cpp_corpus():
     def parse(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.parse_batch(batch, cache_secret=_cache_secret(), **_chunk_params(params))
+        return cpp_corpus.parse_batch(batch, cache_secret=_cache_secret(), **from_params(params))
 
     @task(trigger_rule="none_failed_min_one_success")  # runs when parse was skipped (local modes), not plan
     def index(planned: dict, params=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
         # the chunk Params: a staged unit store that fails its seal is parsed again here
-        return cpp_corpus.index(planned, cache_secret=_cache_secret(), **_chunk_params(params))
+        return cpp_corpus.index(planned, cache_secret=_cache_secret(), **from_params(params))
 
     @task
     def chunk(batch: dict, params=None) -> dict:
         from nanodata.jobs import cpp_corpus
 
-        return cpp_corpus.chunk_batch(batch, cache_secret=_cache_secret(), **_chunk_params(params))
+        return cpp_corpus.chunk_batch(batch, cache_secret=_cache_secret(), **from_params(params))
 
     @task
     def near(batch: dict) -> dict:
@@ -229,11 +229,6 @@ def _cache_secret() -> str | None:
     from airflow.sdk import Variable
 
     return Variable.get(CACHE_SECRET, default=None)
-
-
-def _chunk_params(params) -> dict:
-    """The chunk settings from the Params (the rest keep nanodata.settings' defaults)."""
-    return from_params(params)
 
 
 nanodata_cpp_corpus()

@@ -201,8 +201,6 @@ def from_flags(args: argparse.Namespace, **extra) -> dict:
     values = {f.name: getattr(args, f.name) for f in SETTINGS if f.metadata["flag"]}
     if "extensions" in values:
         values["extensions"] = tuple(e if e.startswith(".") else "." + e for e in values["extensions"].split(",") if e)
-    if "decontaminate" in values:
-        values["decontaminate"] = tuple(values["decontaminate"])
     return {**values, **extra}
 
 
@@ -241,6 +239,4 @@ def param_specs() -> dict[str, dict]:
 
 def from_params(params) -> dict:
     """The keyword arguments of a ChunkConfig from the DAG's Params (a setting without a Param keeps its default)."""
-    values = {f.name: params[f.name] for f in SETTINGS if f.metadata["param"]}
-    values["decontaminate"] = tuple(values.get("decontaminate") or ())
-    return values
+    return {f.name: params[f.name] for f in SETTINGS if f.metadata["param"]}

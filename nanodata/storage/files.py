@@ -34,6 +34,13 @@ def temp_name(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + ".tmp")
 
 
+def own_temp_name(path: str | os.PathLike) -> Path:
+    """A temp name no other writer of `path` uses (its process and a random part): for files several processes
+    may write at the same moment, with equal bytes, where the last rename wins."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+
+
 def fsync_dir(directory: str | os.PathLike) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -78,7 +85,7 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb", *, shared: bool = F
     miss); no reader ever sees it half written, since it still appears by rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp") if shared else temp_name(path)
+    tmp = own_temp_name(path) if shared else temp_name(path)
     try:
         with disk_errors(path):
             with open(tmp, mode, **open_args) as f:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import ctypes
 import functools
-import hashlib
 import json
 import os
 import re
@@ -42,7 +41,7 @@ import clang.cindex as ci
 
 from nanodata.pipeline.chunking.sources import Problem, tree_files
 from nanodata.settings import CPP_EXTENSIONS
-from nanodata.storage.files import commit, data_digest, file_digest
+from nanodata.storage.files import commit, data_digest, file_digest, own_temp_name
 
 K = ci.CursorKind
 HEADER_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".ipp", ".tcc")
@@ -263,7 +262,7 @@ def standard_pch(flags: tuple[str, ...], headers: list[str], pch_dir: str | os.P
     """("-include-pch", path) of a precompiled header including `headers` under `flags`, built when missing or
     when it no longer loads (clang checks the headers it was built from); its name is a digest of both. () when
     clang reports an error building it."""
-    key = hashlib.sha256("\0".join([*flags, "", *headers]).encode()).hexdigest()[:24]
+    key = data_digest("\0".join([*flags, "", *headers]).encode())[:24]
     header, pch = Path(pch_dir, f"std-{key}.h"), Path(pch_dir, f"std-{key}.pch")
     use = ("-include-pch", str(pch))
     if pch.is_file() and _clean(Path(pch_dir, "empty.cc"), (*flags, *use), b""):
@@ -273,7 +272,7 @@ def standard_pch(flags: tuple[str, ...], headers: list[str], pch_dir: str | os.P
     tu = _clean(header, tuple("c++-header" if a == "c++" else a for a in flags))
     if tu is None:
         return ()
-    tmp = _own_temp(pch)  # workers may build it at the same moment: the last rename wins
+    tmp = own_temp_name(pch)  # workers may build it at the same moment: the last rename wins
     try:
         tu.save(str(tmp))
         commit(tmp, pch)
@@ -290,7 +289,7 @@ def _clean(path: Path, flags: tuple[str, ...], text: bytes | None = None):
 
 def _create_once(path: Path, text: str) -> None:
     """Write `path` whole unless it exists: never rewritten, as a PCH built from it checks its size and time."""
-    tmp = _own_temp(path)
+    tmp = own_temp_name(path)
     tmp.write_text(text, encoding="utf-8")
     try:
         os.link(tmp, path)
@@ -298,10 +297,6 @@ def _create_once(path: Path, text: str) -> None:
         pass
     finally:
         tmp.unlink()
-
-
-def _own_temp(path: Path) -> Path:
-    return path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
 
 
 # ---------------------------------------------------------------- the file pass
@@ -412,10 +407,9 @@ def _includes(tu, root: str) -> tuple[tuple, str]:
     for inclusion in tu.get_includes():
         name = os.path.realpath(inclusion.include.name)
         (inside if name.startswith(root + os.sep) else others).add(name)
-    h = hashlib.sha256()
-    for name in sorted(others):
-        h.update(f"{name}\t{_included_digest(name)}\n".encode())
-    return tuple((os.path.relpath(n, root), _included_digest(n)) for n in sorted(inside)), h.hexdigest()
+    outside = "".join(f"{name}\t{_included_digest(name)}\n" for name in sorted(others))
+    return (tuple((os.path.relpath(n, root), _included_digest(n)) for n in sorted(inside)),
+            data_digest(outside.encode()))
 
 
 class _Walk:

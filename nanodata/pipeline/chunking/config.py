@@ -37,12 +37,12 @@ class ChunkConfig(ChunkSettings):
     def __post_init__(self):
         super().__post_init__()
         for name, parse in (("filters", parse_filter_list), ("redact", parse_redact_list)):
-            value = getattr(self, name)
-            object.__setattr__(self, name, parse(value) if isinstance(value, str) else parse(",".join(value) or "none"))
+            # ChunkSettings gave the list as a tuple (a comma list split, "none" empty): checked against the kinds here
+            object.__setattr__(self, name, parse(",".join(getattr(self, name)) or "none"))
         if self.licenses is not None:
             licenses = self.licenses if isinstance(self.licenses, str) else ",".join(self.licenses)
             object.__setattr__(self, "licenses", parse_license_list(licenses))
-        object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate or ()))
+        object.__setattr__(self, "decontaminate", tuple(str(f) for f in self.decontaminate))
         # built (and its inputs checked) here, before any work: a missing benchmark file fails the run at once
         object.__setattr__(self, "cleaning", Cleaning(
             filters=(*BUILTIN_FILTERS, *make_filters(self.filters),
