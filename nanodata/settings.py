@@ -139,8 +139,9 @@ class ChunkSettings:
         for f in fields(ChunkSettings):
             value, meta = getattr(self, f.name), f.metadata
             if isinstance(_default(f), tuple) and not isinstance(value, tuple):  # one form, whatever gave it:
-                if isinstance(value, str):  # a comma list (a flag, a Param)
-                    value = () if value.strip() == "none" else tuple(v.strip() for v in value.split(",") if v.strip())
+                if isinstance(value, str):  # a comma list (a flag, a Param): empty is the default, as a cleared field
+                    value = (_default(f) if not value.strip() else () if value.strip() == "none"
+                             else tuple(v.strip() for v in value.split(",") if v.strip()))
                 else:  # a JSON list, or null for none
                     value = tuple(value or ())
                 object.__setattr__(self, f.name, value)

@@ -152,3 +152,10 @@ def test_the_cli_the_dag_and_the_config_agree():
 
 def test_scopes_are_known():
     assert {f.metadata["scope"] for f in SETTINGS} <= {FILE, CORPUS, RUN}
+
+
+def test_an_empty_list_is_the_default_and_none_is_empty():
+    """A cleared form field or `--filters ''` means every filter, as it always did; `none` means none."""
+    cleared, default = ChunkConfig(filters="", redact=""), ChunkConfig()
+    assert (cleared.filters, cleared.redact) == (default.filters, default.redact) and default.filters and default.redact
+    assert ChunkConfig(filters="none", redact="none").filters == () == ChunkConfig(redact="none").redact
