@@ -117,7 +117,7 @@ def report_reading_shards(dest: Path, task_seconds: float) -> None:
     """The report task merges the shard tasks' counts; before, it read every shard (and fetched a gs:// build)."""
     import time
 
-    from nanodata.report.corpus_report import build_report
+    from nanodata.report.figures import build_report
 
     build = next((dest / "builds").iterdir())
     started = time.perf_counter()

@@ -26,13 +26,13 @@ from sqlalchemy import select
 
 from nanodata import storage
 from nanodata.errors import NanodataError
-from nanodata.report import corpus_report, index
+from nanodata.report import figures, index, page
 
 URL_PREFIX = "/nanodata-reports"
 CORPUS_ASSET = "nanodata_cpp_corpus"  # the corpus DAG's Asset (dags/_common.py CPP_CORPUS), emitted per build
 DEFAULT_ROOT = str(Path.home() / ".cache" / "nanodata" / "builds")
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json", ".svg": "image/svg+xml"}
-SERVED = {corpus_report.INDEX_HTML, corpus_report.REPORT_JSON, *corpus_report.PLOTS}  # nothing else of a build is exposed
+SERVED = {page.INDEX_HTML, figures.REPORT_JSON, *page.PLOTS}  # nothing else of a build is exposed
 
 
 def reports_root() -> str:
@@ -72,7 +72,7 @@ def build_file(path: str, session: SessionDep):
     if path in builds:  # the report's relative links need the trailing slash
         return RedirectResponse(path.rsplit("/", 1)[-1] + "/")
     build, _, name = path.rpartition("/")
-    name = name or corpus_report.INDEX_HTML
+    name = name or page.INDEX_HTML
     if build not in builds or name not in SERVED:  # only listed builds and report files: no ../ escapes
         raise HTTPException(status_code=404, detail=f"no report file {path!r}")
     try:

@@ -1,6 +1,6 @@
 """What a build report counts in one parquet shard, as a small JSON-able dict.
 
-A report is a merge of these (nanodata.report.corpus_report): `nanodata report` computes them by reading
+A report is a merge of these (nanodata.report.figures): `nanodata report` computes them by reading
 every shard; the corpus DAG's mapped shard tasks compute them for the files they write and keep them in their
 summaries, so the report step reads no doc. Either way the same function counts, so the report is the same.
 

@@ -1,2 +1,3 @@
-"""Build reports: `corpus_report` writes a build's counts and plots (`svgplot`); `index` finds builds, local or
+"""Build reports: `figures` computes a build's counts (report.json), `page` draws them (SVG plots by `svgplot`, and
+index.html), `corpus_report` writes them beside the build and is `nanodata report`; `index` finds builds, local or
 gs://, and keeps their reports current for the Airflow reports plugin."""

@@ -18,14 +18,9 @@ from pathlib import Path
 from nanodata import corpus, storage
 from nanodata.corpus.layout import MANIFEST
 from nanodata.errors import NanodataError
-from nanodata.report.corpus_report import (
-    INDEX_HTML,
-    REPORT_DIR,
-    REPORT_FORMAT,
-    REPORT_JSON,
-    source_fingerprint,
-    write_report,
-)
+from nanodata.report.corpus_report import REPORT_DIR, write_report
+from nanodata.report.figures import REPORT_FORMAT, REPORT_JSON, source_fingerprint
+from nanodata.report.page import INDEX_HTML
 
 
 def _join(base: str, *parts: str) -> str:

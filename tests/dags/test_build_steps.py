@@ -11,7 +11,8 @@ from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, cpp_corpus
 from nanodata.jobs.inputs import batch_bounds, list_inputs
 from nanodata.report import build_stats
-from nanodata.report.corpus_report import build_report, report_build
+from nanodata.report.corpus_report import report_build
+from nanodata.report.figures import build_report
 
 PARAMS = {"mode": "basic", "max_tokens": 256, "tokenizer": "cl100k_base", "rows_per_file": 4, "val_fraction": 0.2}
 

@@ -87,7 +87,7 @@ def test_build_uploads_shards_manifest_complete_and_latest(built, bucket):
 
 def test_report_from_the_shard_tasks_counts_equals_reading_the_shards(built, tmp_path):
     """The report task read no shard (the shard tasks counted them): its figures are those of reading them."""
-    from nanodata.report.corpus_report import build_report
+    from nanodata.report.figures import build_report
 
     _, dest, key = built
     uri = f"{dest}/builds/{key}"

@@ -154,7 +154,7 @@ def test_library_entry_points_use_the_same_ranges(tmp_path):
     from nanodata.errors import NanodataError
     from nanodata.pipeline.download import download_shards
     from nanodata.pipeline.to_parquet import jsonl_to_parquet
-    from nanodata.report.corpus_report import check_max_tokens
+    from nanodata.report.figures import check_max_tokens
 
     with pytest.raises(NanodataError, match="--num-shards"):
         download_shards("http://127.0.0.1:9/d", 10**20, tmp_path / "d")

@@ -3,7 +3,7 @@ names escaped, nothing when the build has no record of cleaning."""
 
 from nanodata.pipeline.cleaning.stages import Drop
 from nanodata.pipeline.cleaning.tally import CleaningTally, summarize
-from nanodata.report.corpus_report import CLEANING_EXAMPLES_SHOWN, cleaning_html
+from nanodata.report.page import CLEANING_EXAMPLES_SHOWN, cleaning_html
 
 EVIL = "p/<script>alert(1)</script>.h"
 

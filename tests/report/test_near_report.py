@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from nanodata.corpus.layout import CHUNK_SUMMARY
 from nanodata.report import corpus_report as report
+from nanodata.report import figures, page
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVIL = "evil/<script>alert(1)</script>.h"  # file names are the user's data
@@ -35,12 +36,12 @@ def near_summary(projects: int = 2) -> dict:
 
 
 def html_and_json(index):
-    return index.read_text(), json.loads((index.parent / report.REPORT_JSON).read_text())
+    return index.read_text(), json.loads((index.parent / figures.REPORT_JSON).read_text())
 
 
 def inline_svg(html: str) -> ET.Element:
     """The section's chart, parsed (so it must be well-formed XML)."""
-    section = html.split(f"<h2>{report.NEAR_TITLE}</h2>")[1]
+    section = html.split(f"<h2>{page.NEAR_TITLE}</h2>")[1]
     return ET.fromstring(section[section.index("<svg"):section.index("</svg>") + len("</svg>")])
 
 
@@ -49,7 +50,7 @@ def test_near_duplicates_section_shows_the_summary(built, tmp_path):
     near = near_summary()
     html, data = html_and_json(report.write_report(build_dir, tmp_path / "r", near_duplicates=near))
     assert data["near_duplicates"] == near  # report.json keeps the whole summary, every example included
-    assert html.count(f"<h2>{report.NEAR_TITLE}</h2>") == 1
+    assert html.count(f"<h2>{page.NEAR_TITLE}</h2>") == 1
     assert ("Jaccard &gt;= 0.7: 78 of 1,921 files removed (948,894 bytes, 212 docs) in 30 clusters" in html)
     assert "<tr><td>json</td><td>456</td><td>40</td><td>416</td><td>860,924</td></tr>" in html
     assert "<tr><td>googletest</td><td>1,465</td><td>38</td><td>1,427</td><td>87,970</td></tr>" in html
@@ -62,9 +63,9 @@ def test_near_duplicates_section_shows_the_summary(built, tmp_path):
     labels = [t.text for t in svg.iter(f"{SVG}text")]
     assert "0.70-0.73" in labels and "0.97-1.00" in labels
     # the first NEAR_EXAMPLES_SHOWN example pairs, of the 31 the summary holds
-    assert f"{report.NEAR_EXAMPLES_SHOWN} of 78 removed files" in html
-    assert html.count("<td>json/docs/examples/binary.cpp</td>") == report.NEAR_EXAMPLES_SHOWN
-    assert f"get_{report.NEAR_EXAMPLES_SHOWN - 2}.cpp" in html and f"get_{report.NEAR_EXAMPLES_SHOWN - 1}" not in html
+    assert f"{page.NEAR_EXAMPLES_SHOWN} of 78 removed files" in html
+    assert html.count("<td>json/docs/examples/binary.cpp</td>") == page.NEAR_EXAMPLES_SHOWN
+    assert f"get_{page.NEAR_EXAMPLES_SHOWN - 2}.cpp" in html and f"get_{page.NEAR_EXAMPLES_SHOWN - 1}" not in html
     assert "<td>0.812</td>" in html and "<td>1.000</td>" in html
 
 
@@ -80,11 +81,11 @@ def test_file_names_are_escaped(built, tmp_path):
 
 def test_only_the_first_projects_are_listed(built, tmp_path):
     build_dir, _ = built
-    near = near_summary(projects=report.NEAR_PROJECTS_SHOWN + 7)
+    near = near_summary(projects=page.NEAR_PROJECTS_SHOWN + 7)
     html, data = html_and_json(report.write_report(build_dir, tmp_path / "r", near_duplicates=near))
-    assert len(data["near_duplicates"]["by_project"]) == report.NEAR_PROJECTS_SHOWN + 7
+    assert len(data["near_duplicates"]["by_project"]) == page.NEAR_PROJECTS_SHOWN + 7
     assert "; 7 more projects not listed" in html
-    last = report.NEAR_PROJECTS_SHOWN - 3  # json and googletest come first
+    last = page.NEAR_PROJECTS_SHOWN - 3  # json and googletest come first
     assert f"<td>p{last:03d}</td>" in html and f"<td>p{last + 1:03d}</td>" not in html
 
 
@@ -92,17 +93,17 @@ def test_no_section_without_near_dedup(built, tmp_path):
     build_dir, _ = built
     html, data = html_and_json(report.write_report(build_dir, tmp_path / "r"))
     assert data["near_duplicates"] is None
-    assert report.NEAR_TITLE not in html and "Jaccard" not in html
+    assert page.NEAR_TITLE not in html and "Jaccard" not in html
     html, data = html_and_json(report.write_report(build_dir, tmp_path / "n", near_duplicates=None))
-    assert data["near_duplicates"] is None and report.NEAR_TITLE not in html
+    assert data["near_duplicates"] is None and page.NEAR_TITLE not in html
 
 
 def test_report_build_passes_the_dags_summary(built):
     """The DAG's report step: report_extras' near_duplicates reach the page as a keyword of report_build."""
     build_dir, _ = built
     index = report.report_build(str(build_dir), near_duplicates=near_summary())
-    html, data = html_and_json(build_dir / "report" / report.INDEX_HTML)
-    assert index == str(build_dir / "report" / report.INDEX_HTML)
+    html, data = html_and_json(build_dir / "report" / page.INDEX_HTML)
+    assert index == str(build_dir / "report" / page.INDEX_HTML)
     assert data["near_duplicates"]["files_removed"] == 78 and "78 of 1,921 files removed" in html
 
 
@@ -118,9 +119,9 @@ def test_a_parquet_dir_builds_chunk_summary_is_read(built, tmp_path):
     (build_dir / CHUNK_SUMMARY).write_text(json.dumps({"mode": "basic", "near_duplicates": near_summary()}))
     proc = run_report(build_dir, "--out", tmp_path / "r")
     assert proc.returncode == 0, proc.stderr
-    html, data = html_and_json(tmp_path / "r" / report.INDEX_HTML)
+    html, data = html_and_json(tmp_path / "r" / page.INDEX_HTML)
     assert data["near_duplicates"] == near_summary() and "<td>860,924</td>" in html
-    lines = proc.stdout.split(f"{report.NEAR_TITLE}: Jaccard >= 0.7: 78 of 1,921 files removed (948,894 bytes, "
+    lines = proc.stdout.split(f"{page.NEAR_TITLE}: Jaccard >= 0.7: 78 of 1,921 files removed (948,894 bytes, "
                               "212 docs) in 30 clusters\n")[1].splitlines()
     assert lines[0].split() == ["project", "files", "removed", "kept", "bytes", "removed"]
     assert lines[1].split() == ["json", "456", "40", "416", "860,924"]
@@ -129,8 +130,8 @@ def test_a_parquet_dir_builds_chunk_summary_is_read(built, tmp_path):
     (build_dir / CHUNK_SUMMARY).write_text(json.dumps({"mode": "basic", "near_duplicates": None}))
     proc = run_report(build_dir, "--out", tmp_path / "e")
     assert proc.returncode == 0, proc.stderr
-    html, data = html_and_json(tmp_path / "e" / report.INDEX_HTML)
-    assert data["near_duplicates"] is None and report.NEAR_TITLE not in html + proc.stdout
+    html, data = html_and_json(tmp_path / "e" / page.INDEX_HTML)
+    assert data["near_duplicates"] is None and page.NEAR_TITLE not in html + proc.stdout
 
 
 def test_cli_reads_near_duplicates_from_the_chunk_summary_flag(built, tmp_path):
@@ -138,11 +139,11 @@ def test_cli_reads_near_duplicates_from_the_chunk_summary_flag(built, tmp_path):
     shown; a summary with neither is still an error."""
     build_dir, _ = built
     done = tmp_path / "docs.jsonl.done"
-    near = near_summary(projects=report.NEAR_PROJECTS_SHOWN + 1)
+    near = near_summary(projects=page.NEAR_PROJECTS_SHOWN + 1)
     done.write_text(json.dumps({"mode": "basic", "near_duplicates": near}))
     proc = run_report(build_dir, "--out", tmp_path / "r", "--chunk-summary", done)
     assert proc.returncode == 0, proc.stderr
-    html, data = html_and_json(tmp_path / "r" / report.INDEX_HTML)
+    html, data = html_and_json(tmp_path / "r" / page.INDEX_HTML)
     assert data["near_duplicates"] == near and data["ambiguity"] is None
     assert "Ambiguous names" not in proc.stdout and "78 of 1,921 files removed" in proc.stdout
     assert "  ... and 1 more projects" in proc.stdout and "<h2>Ambiguous" not in html

@@ -14,6 +14,7 @@ from built_corpus import KINDS, MODES, source_of, write_built_corpus
 from nanodata.errors import NanodataError
 from nanodata.loader.packing import simulate_crop_fraction
 from nanodata.report import corpus_report as report
+from nanodata.report import figures, page
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -42,7 +43,7 @@ def test_report_counts_plots_and_crop(built):
     assert [s["rows"] for s in data["shards"]] == [len(s) for s in lengths]
     # the crop figures are the loader's packing replayed on the train docs only, in shard order
     train = lengths[0] + lengths[1]
-    assert data["crop_fraction"] == {str(T): round(simulate_crop_fraction(train, T), 6) for T in report.CROP_T}
+    assert data["crop_fraction"] == {str(T): round(simulate_crop_fraction(train, T), 6) for T in figures.CROP_T}
     assert data["crop_fraction"]["1024"] > data["crop_fraction"]["4096"] > 0  # docs up to 3000 tokens
     assert data["crop_fraction"]["16384"] < data["crop_fraction"]["1024"]
 
@@ -54,7 +55,7 @@ def test_report_counts_plots_and_crop(built):
     crop_bars = svg_bars(index.parent / "crop_fraction.svg")
     assert crop_bars == sorted(crop_bars, reverse=True) and crop_bars[0] > 0
     html = index.read_text()
-    for name in report.PLOTS:
+    for name in page.PLOTS:
         assert f'src="{name}"' in html
     assert "report.json" in html and "val_shard.parquet" in html
 
@@ -78,7 +79,7 @@ def test_report_is_deterministic(built, tmp_path):
     a = report.write_report(build_dir, tmp_path / "a").parent
     b = report.write_report(build_dir, tmp_path / "b").parent
     names = sorted(p.name for p in a.iterdir())
-    assert names == sorted([*report.PLOTS, "report.json", "index.html"])  # no temp files left behind
+    assert names == sorted([*page.PLOTS, "report.json", "index.html"])  # no temp files left behind
     assert all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
@@ -234,8 +235,8 @@ def test_many_projects_show_the_top_ones_and_the_rest_summed(tmp_path):
     data = json.loads((report.write_report(build).parent / "report.json").read_text())
     assert data["project_count"] == 31  # 30 named projects + the val shard's docs without a source column
     names = list(data["projects"])
-    assert names[:report.TOP_PROJECTS] == [f"p{i:02d}" for i in range(29, 29 - report.TOP_PROJECTS, -1)]
-    assert names[-1] == "(11 other projects)" and len(names) == report.TOP_PROJECTS + 1
+    assert names[:figures.TOP_PROJECTS] == [f"p{i:02d}" for i in range(29, 29 - figures.TOP_PROJECTS, -1)]
+    assert names[-1] == "(11 other projects)" and len(names) == figures.TOP_PROJECTS + 1
     assert sum(v["docs"] for v in data["projects"].values()) == data["docs"] == len(sources) + 1
 
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from built_corpus import write_built_corpus
 
-from nanodata.report import corpus_report as report
-from nanodata.report import index
+from nanodata.report import figures, index
 
 
 def test_find_builds_and_ensure_report(built, tmp_path):
@@ -20,7 +19,7 @@ def test_find_builds_and_ensure_report(built, tmp_path):
 
     out = Path(index.ensure_report(build_dir))
     first = (out / "report.json").read_bytes()
-    assert json.loads(first)["source_fingerprint"] == report.source_fingerprint(build_dir)
+    assert json.loads(first)["source_fingerprint"] == figures.source_fingerprint(build_dir)
     assert index.ensure_report(build_dir) == str(out) and (out / "report.json").read_bytes() == first
     write_built_corpus(build_dir, [[1, 2], [3]])  # a rebuild changes the manifest: the report follows
     index.ensure_report(build_dir)

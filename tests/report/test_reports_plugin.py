@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from nanodata import corpus, storage
 from nanodata.report import corpus_report as report
+from nanodata.report import figures
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "nanodata_reports.py"
 
@@ -186,4 +187,4 @@ def test_old_report_format_is_rewritten(client, tmp_path, monkeypatch):
     old["format"] = 1
     (build / "report" / "report.json").write_text(json.dumps(old))
     monkeypatch.setenv("NANODATA_REPORTS_DIR", str(root))
-    assert client.get("/builds/builds/k1/report.json").json()["format"] == report.REPORT_FORMAT
+    assert client.get("/builds/builds/k1/report.json").json()["format"] == figures.REPORT_FORMAT
