@@ -85,21 +85,21 @@ so a file with nothing to redact must cost a few whole-text scans. `re` finds a 
 by a fast search (~3 GB/s) but tries an alternation at every position, so every prefilter below starts with a
 literal character, its markers grouped by that character, and each alternative in a group starts with a literal
 (a rare one after the group's character, so that each occurrence of that character costs a comparison or two); a
-marker may start inside its token, a lookbehind checking what precedes (`k` for "sk-proj-", `p` for "npm_"). 9 scans
-for secrets: `A` on the text (AWS, GCP, Azure, and the other formats that fix an upper-case A: Tencent, Alibaba,
+marker may start inside its token, a lookbehind checking what precedes (`k` for "sk-proj-", `p` for "npm_"). 15
+scans for secrets: `A` on the text (AWS, GCP, Azure, and the other formats that fix an upper-case A: Tencent, Alibaba,
 Atlassian, age, Square EAAA, Postman, New Relic, Heroku, Telegram's `:AA`), and on the ASCII-lowercased text `g`
-(GitHub, GitLab, SendGrid, Grafana, Groq), `-` (Slack, PyPI, Mailchimp, Perplexity, Pulumi, Square, Google OAuth),
-`k` (key and token names assigned or #defined a quoted literal, private keys, Stripe, OpenAI, Anthropic, Mailgun,
-age, Docker Hub, Twilio, Heroku, Slack webhooks), `p` (password and pwd names, npm, Databricks, Linear, Doppler,
-DigitalOcean dop_v1_, Netlify, CircleCI, Sentry sntrys_, Hugging Face api_org_), `c` (secret and contraseña names,
-Notion secret_), `.` (JWTs, Terraform), `h` (Hugging Face hf_, Shopify, Vault) and `://` (URIs with a password);
-1 for emails (`@` + domain) and 2 for IPs (`.d.d.`, `:h:`/`hhhh::`). Only the lines these hit, cut to 2,048
-characters either side of the hit (widened to the ends of a token the cut would split), are handed to the
-detectors, and a format's rule runs on a hit line only when the lowercased line holds its literal (its "needles").
-A few formats hold no character the groups lead with at a fixed place, and a scan more for each would cost ~7% of
-the secrets' throughput: DigitalOcean doo_v1_/dor_v1_, Discord, RubyGems, NuGet, Sentry sntryu_, Notion ntn_,
-Replicate, Azure AD client secrets and Fly.io. These are found on the lines another marker hits (a key, token or
-secret name beside them: `kReplicateToken = "r8_..."`), not alone.
+(GitHub, GitLab, SendGrid, Grafana, Groq, RubyGems), `-` (Slack, PyPI, Mailchimp, Perplexity, Pulumi, Square, Google
+OAuth), `k` (key and token names assigned or #defined a quoted literal, private keys, Stripe, OpenAI, Anthropic,
+Mailgun, age, Docker Hub, Twilio, Heroku, Slack webhooks), `p` (password and pwd names, npm, Databricks, Linear,
+Doppler, DigitalOcean dop_v1_, Netlify, CircleCI, Sentry sntrys_, Hugging Face api_org_), `c` (secret and contraseña
+names, Notion secret_), `.` (JWTs, Terraform, Discord), `h` (Hugging Face hf_, Shopify, Vault), `://` (URIs with a
+password), and one each for the formats that fix none of those characters at a known place, on the rarest character
+they do fix: `y` (Sentry sntryu_, NuGet oy2), `8_` (Replicate r8_), `v1_` (DigitalOcean doo_v1_/dor_v1_), `n_`
+(Notion ntn_), `q~` (Azure AD client secrets), `f` (Fly.io). Those six take ~10 ms of the 28 ms secrets cost over
+bits/ below (the rest: ~18 ms), so that every format is found alone, in a literal whose name says nothing. 1 scan for emails (`@` +
+domain) and 2 for IPs (`.d.d.`, `:h:`/`hhhh::`). Only the lines these hit, cut to 2,048 characters either side of
+the hit (widened to the ends of a token the cut would split), are handed to the detectors, and a format's rule runs
+on a hit line only when the lowercased line holds its literal (its "needles").
 Measured on one core over /usr/include/c++/12/bits (4.3 MB, 152 headers, no secret), throughput of secrets
 redaction:
     (the first three measured with the first rule set)
@@ -107,9 +107,10 @@ redaction:
     detect-secrets' plugin expressions (ours) on every line, no prefilter                 1.5 MB/s
     our rules, each run over the whole text, no prefilter                                  1.7 MB/s
       (the token rules alone 24 MB/s; KeywordDetector's expressions are the slow ones)
-    this module: the prefilter, then the plugin expressions on the lines it hits         205 MB/s
-      (250 MB/s with the 7 scans of the first rule set, before the formats from gitleaks' list, URIs, #define)
-All three kinds: ~140 MB/s (emails ~1,600, IPs ~750); with a file in ten holding 7 planted secrets, ~100 MB/s.
+    this module: the prefilter, then the plugin expressions on the lines it hits         147 MB/s
+      (228 MB/s without the six scans of the formats no group leads to; 250 MB/s with the 7 scans of the first
+      rule set, before the formats from gitleaks' list, URIs, #define)
+All three kinds: ~115 MB/s (emails ~1,600, IPs ~750); with a file in ten holding 7 planted secrets, ~95 MB/s.
 A file dense with hits costs ~2 MB/s (~45 us a hit line), and none costs worse than linear time in its length.
 
 Redactor holds only its kinds: the detectors (detect-secrets' plugin objects and expressions) are built on first
@@ -178,9 +179,9 @@ _MARKER = re.compile(
     r"A(?:K(?:I[AD]|Cp|-(?<=PMAK-|NRAK-))|SIA|BIA|CCA|3T|Iza|ccountKey=|TATT3|GE-SECRET-KEY-1|I(?<=LTAI)"
     r"|A(?:A(?<=EAAA)|(?<=HRKU-AA)|(?<=[0-9]:AA)))")
 _LOWER_MARKERS = tuple(re.compile(p) for p in (
-    # GitHub, GitLab, SendGrid (SG.<22>.), Grafana (glc_, glsa_), Groq (gsk_)
+    # GitHub, GitLab, SendGrid (SG.<22>.), Grafana (glc_, glsa_), Groq (gsk_), RubyGems (rubygems_)
     r"g(?:h[pousr]_|ithub_pat_|l(?:pat-|dt-|ft-|soat-|rt-|cbt-|imt-|ptt-|agent-|oas-|c_|sa_)|sk_|r1348941"
-    r"|\.[a-z0-9_-]{22}\.)",
+    r"|\.[a-z0-9_-]{22}\.|ems_(?<=rubygems_))",
     # Mailchimp (<32 hex>-us<n>), PyPI (pypi-AgEIcHlwaS5vcmc..., test.pypi's pypi-AgENdGVzdC5weXBpLm9yZw...), Slack
     # (xox?- tokens, xapp- app tokens), Perplexity (pplx-), Pulumi (pul-), Square (sq0atp-, sq0csp-), Google OAuth
     # client secrets (GOCSPX-)
@@ -201,10 +202,20 @@ _LOWER_MARKERS = tuple(re.compile(p) for p in (
     r"|\.(?:pt|st|ct|sa|scim|audit)\.|_(?:v1_|(?<=nfp_))|yxqio)",
     # secret names (client_secret, ...), Notion (secret_ + 43), contraseña names
     r"c(?:ret(?:" + _assigned("secret") + r"|_[a-z0-9]{43})|ontrase" + _assigned("contrase") + ")",
-    r"\.(?:eyj|atlasv1\.)",  # JWTs (the payload after the header's dot), Terraform (.atlasv1.)
+    # JWTs (the payload after the header's dot), Terraform (.atlasv1.), Discord bot tokens (<24+>.<6>.<27+>)
+    r"\.(?:eyj|atlasv1\.|[a-z0-9_-]{6}\.(?<=[a-z0-9]{23}\.[a-z0-9_-]{6}\.))",
     # Hugging Face (hf_ + 34 letters), Shopify (shpat_, shpss_, shpca_, shppa_), Vault (hvs., hvb.)
     r"h(?:f_[a-z]{34}|p(?:at|ss|ca|pa)_[0-9a-f]{32}|v[sb]\.[a-z0-9_-]{90})",
     r"://[^\s/?#@\"'<>]{0,256}@",  # URIs with a user (and password): scheme://user:password@host
+    # Formats none of the groups above leads to, each on the rarest character it fixes: Sentry user tokens
+    # (sntryu_) and NuGet (oy2), Replicate (r8_), DigitalOcean OAuth and refresh tokens (doo_v1_, dor_v1_), Notion
+    # (ntn_ + digits), Azure AD client secrets (<3><digit>Q~), Fly.io (fo1_, fm1a_, fm1r_, fm2_).
+    r"y(?:u_(?<=sntryu_)|2(?<=oy2))",
+    r"8_[a-z0-9_-]{37}(?<=r8_[a-z0-9_-]{37})",
+    r"v1_(?<=doo_v1_|dor_v1_)",
+    r"n_\d(?<=ntn_\d)",
+    r"q~",
+    r"f(?:o1_|m(?:1[ar]|2)_)",
 ))
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
