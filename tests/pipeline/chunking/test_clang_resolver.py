@@ -99,6 +99,26 @@ FILES = {
           return static_cast<int>(std::count(v.begin(), v.end(), 3));
         }
         """,
+    "pool.h": """\
+        #pragma once
+        template <int N>
+        struct Pool {
+          int Take();
+        };
+
+        template <int N>
+        int Pool<N>::Take() {
+          return N * 4;  // pool take
+        }
+        """,
+    "use_pool.cc": """\
+        #include "pool.h"
+
+        int use_pool() {
+          Pool<8> pool;
+          return pool.Take();
+        }
+        """,
     "broken.cc": """\
         #include "store.h"
         #include "not_there.h"
@@ -167,6 +187,11 @@ def test_an_overload_set_pulls_the_overload_each_call_binds(runs):
     assert "int scale" in clang["proj/use_int.cc"] and "double scale" not in clang["proj/use_int.cc"]
     assert "double scale" in clang["proj/use_double.cc"] and "int scale" not in clang["proj/use_double.cc"]
     assert "scale" not in names["proj/use_int.cc"].replace("scale(3)", "")
+
+
+def test_a_call_of_an_instantiation_pulls_the_template_definition(runs):
+    """pool.Take() binds to Pool<8>::Take, an instantiation with a USR of its own: the template's is pulled."""
+    assert "pool take" in runs["cross-file", "clang"][0]["proj/use_pool.cc"]
 
 
 def test_compilable_puts_the_bound_type_before_the_function(runs):
