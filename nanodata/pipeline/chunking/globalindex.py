@@ -20,6 +20,9 @@ time (`a::b::f`, `C::iterator`) matches definitions whose namespaces/class conta
 unqualified type use never matches a nested type defined out of its class (`class path::iterator`)
 unless used from that class. The match must be one definition: names defined twice with one
 qualification in a project are *ambiguous* there (counted per project) and resolve to nothing.
+
+With the clang resolver (clangpass), a store also holds each file's definitions by USR (the unit holding each);
+the index maps USR -> definition unit per project, and `resolve_usr` scopes a USR as names are scoped.
 """
 
 from __future__ import annotations
