@@ -13,6 +13,8 @@ run:
   and bound inside the project, the share of in-project references that resolve to a definition of the tree
   (UsrIndex), USRs defined in two files; beside the names the names resolver finds ambiguous (defined twice with
   one qualification: globalindex's rule);
+- the chunker's file pass (pipeline.FileWorker.parse_file, cross-file, no cache) with --resolver clang (the tree
+  one project: flags inferred, its PCH built at its first file, that included) beside --resolver names;
 - preamble options on a sample of files (--sample), parse only: PARSE_PRECOMPILED_PREAMBLE with
   PARSE_CACHE_COMPLETION_RESULTS (the preamble built at the first parse), the same skipping function bodies in
   the preamble only (the headers' bodies; the file's own are kept), and a reparse of a file parsed with its
@@ -38,10 +40,12 @@ from pathlib import Path
 import clang.cindex as ci
 
 from nanodata.pipeline.chunking import clangindex as cx
+from nanodata.pipeline.chunking.config import ChunkConfig
 from nanodata.pipeline.chunking.globalindex import definitions
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
-from nanodata.pipeline.chunking.sources import Problem, tree_files
+from nanodata.pipeline.chunking.pipeline import FileWorker
+from nanodata.pipeline.chunking.sources import Problem, tree_files, tree_item
 from nanodata.pipeline.chunking.syntax import parse_tree
 from nanodata.settings import CPP_EXTENSIONS
 
@@ -137,6 +141,23 @@ def _preamble_options(root: str, files: list[str], flags: cx.FlagSource) -> None
                   _rate(len(files), plain), "files/s (default)")
 
 
+def _chunker_pass(tree: Path, files: list[str], scratch: Path) -> None:
+    parent = os.path.dirname(os.path.realpath(tree))
+    items = [tree_item(parent, f"{tree.name}/{rel}", os.path.getsize(Path(tree, rel)), n, None)
+             for n, rel in enumerate(files)]
+    rates = {}
+    for resolver in ("names", "clang"):
+        worker = FileWorker({**ChunkConfig(mode="cross-file", resolver=resolver).worker_settings(),
+                             "scratch": str(scratch / f"chunker-{tree.name}")})
+        results, seconds = _cpu(lambda worker=worker: [worker.parse_file(item) for item in items])
+        rates[resolver] = _rate(len(items), seconds)
+        if resolver == "clang":
+            clang = sum(r.resolver.get("files_clang", 0) for r in results if r.resolver)
+            print(f"  chunker file pass: {clang} of {len(items)} files resolved by clang", flush=True)
+    _line("chunker file pass, --resolver clang", rates["clang"], "files/s per core", rates["names"],
+          "files/s (--resolver names)", GOAL_FILES_PER_S)
+
+
 def bench_tree(tree: Path, sample: int, count_batch, scratch: Path) -> None:
     root = os.path.realpath(tree)
     files = [rel for rel, _ in tree_files(root, CPP_EXTENSIONS) if not isinstance(rel, Problem)]
@@ -171,6 +192,7 @@ def bench_tree(tree: Path, sample: int, count_batch, scratch: Path) -> None:
               if (a.definitions, a.references, a.fallback) != (b.definitions, b.references, b.fallback)]
     print(f"  files with identical definitions, references and fallback with and without the PCH: "
           f"{len(files) - len(differ)} of {len(files)}; differing (without, with): {differ[:3]}", flush=True)
+    _chunker_pass(tree, files, scratch)
     _preamble_options(root, [rel for rel in files if not rel.endswith(cx.HEADER_EXTENSIONS)][:sample], flags)
 
 

@@ -140,6 +140,8 @@ MIN_TOKENS = 16  # a doc must hold a preamble line and a function signature
 MAX_TOKENS = Range(MIN_TOKENS, 1 << 20, default=2048)  # per-doc budget; the report allocates one bin per token
 REPORT_MAX_TOKENS = Range(1, MAX_TOKENS.hi)  # a report may bin a corpus by any budget
 CROSS_DEPTH = Range(0, 64, default=3)
+# clang's parse and walk of one file (the clang resolver); past it the file falls back to the names rule
+CLANG_TIMEOUT_S = Range(0, 3600, integer=False, lo_open=True, default=60.0)
 MAX_FILE_BYTES = Range(1, 1 << 30)  # a limit a user sets (none by default): a file is read and parsed whole
 PARTITION_MB = Range(0, 1 << 20, integer=False, lo_open=True, default=256)
 # near-dedup: files at or above this estimated Jaccard are near-copies (BigCode: 0.7); below 0.5 LSH needs bands

@@ -25,6 +25,7 @@ from nanodata.errors import NanodataError
 from nanodata.ranges import (
     CACHE_GRACE_HOURS,
     CACHE_KEEP,
+    CLANG_TIMEOUT_S,
     CROSS_DEPTH,
     MAX_FILE_BYTES,
     MAX_TOKENS,
@@ -38,6 +39,7 @@ from nanodata.ranges import (
 FILE, CORPUS, RUN = "file", "corpus", "run"  # what a setting decides: see the module's docstring
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
+RESOLVERS = ("names", "clang")
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
 FILTER_NAMES = ("generated", "long-lines", "alpha", "encoded")  # nanodata.pipeline.cleaning.filters
 REDACT_NAMES = ("secrets", "emails", "ips")  # nanodata.pipeline.cleaning.redact
@@ -79,6 +81,14 @@ class ChunkSettings:
     cross_depth: int = setting(
         CROSS_DEPTH.default, scope=FILE, range=CROSS_DEPTH, title="Cross-file depth",
         help="cross-file, project, compilable: how many calls deep other files' functions are pulled, breadth-first")
+    resolver: str = setting(
+        "names", scope=FILE, choices=RESOLVERS, title="Resolver",
+        help="cross-file, project, compilable: how a use finds the definition it pulls; names: by its name, scoped to "
+             "the project and what the file includes (a name defined twice is never pulled); clang: by the USR "
+             "libclang binds it to (project trees on local disk; a file clang cannot use falls back to names)")
+    clang_timeout_s: float = setting(
+        CLANG_TIMEOUT_S.default, scope=FILE, range=CLANG_TIMEOUT_S, metavar="S", title="Clang timeout (s)",
+        help="--resolver clang: a file whose parse and walk take longer falls back to the names resolver")
     max_file_bytes: int | None = setting(
         None, scope=CORPUS, range=MAX_FILE_BYTES, metavar="N", title="Max file bytes",
         help="skip files larger than N bytes, each named with its size in the log, the summary and the report "

@@ -41,13 +41,17 @@ def _functions(prefix: str, n: int, comment: str = "adds up") -> str:
 
 
 def write_tree(root):
-    """Two projects (MIT, Apache-2.0): a file calling another file's function, its near-copy, a generated file, a
-    file with a secret and an email, a header, a big file, and a benchmark item's text."""
+    """Two projects (MIT, Apache-2.0): a file calling another file's function, its near-copy, a call to a
+    standard-library method named as a function of the project, a generated file, a file with a secret and an
+    email, a header, a big file, and a benchmark item's text."""
     mit, apache = root / "tree" / "mit", root / "tree" / "apache"
     for project, license in ((mit, "MIT"), (apache, "Apache-2.0")):
         project.mkdir(parents=True)
         (project / "LICENSE").write_text((LICENSE_TEXTS / f"{license}.txt").read_text(encoding="utf-8"))
-    (mit / "util.cpp").write_text("int helper(int i) {\n  return i + 1;\n}\n")
+    (mit / "util.cpp").write_text("int helper(int i) {\n  return i + 1;\n}\nint size(int n) {\n  return n * 2;\n}\n")
+    # a call the names rule resolves to util.cpp's size, and clang to the standard library's (pulling nothing)
+    (mit / "length.cpp").write_text("#include <string>\nint length(const std::string& s) {\n"
+                                    "  return static_cast<int>(s.size());\n}\n")
     (mit / "calls.cpp").write_text('#include "util.h"\n' + _functions("calls", 6))
     (mit / "util.h").write_text("#pragma once\nint helper(int i);\n")
     (mit / "copy.cpp").write_text('#include "util.h"\n' + _functions("calls", 6).replace("adds up", "sums the helper over the range", 2))
@@ -83,6 +87,8 @@ OTHER = {
     "max_tokens": (64, {}),
     "tokenizer": ("TRAINED", {}),
     "cross_depth": (0, {"mode": "cross-file"}),
+    "resolver": ("clang", {"mode": "cross-file"}),
+    "clang_timeout_s": (1e-6, {"mode": "cross-file", "resolver": "clang"}),
     "max_file_bytes": (2000, {}),
     "extensions": ((".cpp",), {}),
     "dedup": ("exact", {}),

@@ -44,7 +44,7 @@ def run_steps(src, dest: str, params: dict, partition_mb: float = 256, buckets: 
     if buckets is not None:
         set_buckets(planned["stage"], buckets)
     chunk_kw = {k: params.get(k) for k in ("mode", "max_tokens", "tokenizer", "max_file_bytes")}
-    chunk_kw.update({k: params[k] for k in ("dedup", "near_threshold", "reuse") if k in params})  # else near at 0.7
+    chunk_kw.update({k: params[k] for k in ("dedup", "near_threshold", "reuse", "resolver") if k in params})  # else near at 0.7
     for ref in planned["parse"]:
         cpp_corpus.parse_batch(ref, **chunk_kw)
     chunks = [cpp_corpus.chunk_batch(ref, **chunk_kw) for ref in cpp_corpus.index(planned, **chunk_kw)]

@@ -476,6 +476,7 @@ class _Walk:
         tkind = target.kind
         if kind is K.CALL_EXPR and tkind is not K.CONSTRUCTOR or tkind in LOCAL_TARGETS:
             return skip
+        target = _pattern(target) or target
         where = target.location
         tfile = where.file
         name = tfile.name if tfile is not None else ""
@@ -493,6 +494,22 @@ class _Walk:
         location = cursor.location
         self.references.append(Reference(label, usr, location.offset, location.line, within, self._inside[name]))
         return usr if kind is K.CXX_BASE_SPECIFIER else skip
+
+
+def _pattern(target):
+    """The template an implicit instantiation comes from, else None: a call of `f<int>` (or of a method of
+    `Pool<64>`) binds to the instantiation, whose USR names its arguments, while the definition carries the
+    template's. An explicit specialization is written elsewhere, and is its own definition."""
+    template = ci.conf.lib.clang_getSpecializedCursorTemplate(target)
+    if template is None:
+        return None
+    at = target.location  # an instantiation sits where the template's declaration or definition is written
+    for written in (template, template.get_definition()):
+        where = written.location if written is not None else None
+        if where is not None and where.offset == at.offset and where.file is not None and at.file is not None \
+                and where.file.name == at.file.name:
+            return template
+    return None
 
 
 def _qualified(cursor) -> str:

@@ -121,4 +121,13 @@ def run(args: argparse.Namespace) -> int:
         top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
         print(f"names defined twice with one qualification within a project (never pulled): "
               f"{s['ambiguous_names']} ({top}{', ...' if len(s['ambiguous_by_project']) > 5 else ''})")
+    if s.get("clang") is not None:  # --resolver clang: summed over projects (per project in OUTPUT.done)
+        total = {k: sum(p.get(k, 0) for p in s["clang"].values()) for p in s["clang"].values() for k in p
+                 if not k.endswith("examples")}
+        reasons = ", ".join(f"{k[7:]} {n}" for k, n in sorted(total.items()) if k.startswith("names: ")) or "none"
+        print(f"clang resolver: {total.get('files_clang', 0)} files by clang, {total.get('files_names', 0)} by names "
+              f"({reasons}); {total.get('references_bound', 0):,} references bound, "
+              f"{total.get('references_bound_in_tree', 0):,} in the input tree; pulls vs names: "
+              f"{total.get('pulls_gained', 0)} gained, {total.get('pulls_lost', 0)} lost, "
+              f"{total.get('pulls_changed', 0)} changed (see 'clang' in OUTPUT.done)")
     return 0

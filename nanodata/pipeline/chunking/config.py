@@ -62,7 +62,8 @@ class ChunkConfig(ChunkSettings):
     def worker_settings(self) -> dict:
         """What each worker process needs to chunk a file (picklable, recorded in a build's plan)."""
         return {"tokenizer": self.tokenizer, "mode": self.mode, "budget": self.max_tokens,
-                "cross_depth": self.cross_depth, "near": self.near_threshold if self.dedup == "near" else None,
+                "cross_depth": self.cross_depth, "resolver": self.resolver, "clang_timeout_s": self.clang_timeout_s,
+                "near": self.near_threshold if self.dedup == "near" else None,
                 "cleaning": self.cleaning, "licenses": self.licenses, "cache": self.file_cache()}
 
     def file_cache(self) -> FileCache | None:

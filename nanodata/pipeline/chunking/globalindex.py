@@ -20,6 +20,9 @@ time (`a::b::f`, `C::iterator`) matches definitions whose namespaces/class conta
 unqualified type use never matches a nested type defined out of its class (`class path::iterator`)
 unless used from that class. The match must be one definition: names defined twice with one
 qualification in a project are *ambiguous* there (counted per project) and resolve to nothing.
+
+With the clang resolver (clangpass), a store also holds each file's definitions by USR (the unit holding each);
+the index maps USR -> definition unit per project, and `resolve_usr` scopes a USR as names are scoped.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ CREATE TABLE files(gid INTEGER PRIMARY KEY, source TEXT, project TEXT, path TEXT
 CREATE TABLE defs(kind TEXT, name TEXT, project TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
                   unit BLOB, text TEXT);
 CREATE TABLE includes(gid INTEGER, project TEXT, include TEXT, PRIMARY KEY(gid, include)) WITHOUT ROWID;
+CREATE TABLE usrs(usr TEXT, project TEXT, gid INTEGER, uid INTEGER);
 """
 INDEX_SCHEMA = """
 CREATE TABLE projects(name TEXT PRIMARY KEY, rank INTEGER, view TEXT) WITHOUT ROWID;
@@ -52,6 +56,7 @@ CREATE TABLE deps(gid INTEGER, project TEXT, PRIMARY KEY(gid, project)) WITHOUT 
 CREATE TABLE defs(project TEXT, kind TEXT, name TEXT, gid INTEGER, uid INTEGER, chain TEXT, owner TEXT,
                   PRIMARY KEY(project, kind, name, gid, uid)) WITHOUT ROWID;
 CREATE TABLE units(gid INTEGER, uid INTEGER, unit BLOB, text TEXT, PRIMARY KEY(gid, uid)) WITHOUT ROWID;
+CREATE TABLE usrs(project TEXT, usr TEXT, gid INTEGER, uid INTEGER, PRIMARY KEY(project, usr, gid, uid)) WITHOUT ROWID;
 """
 AMBIGUOUS_LISTED = 100   # projects named in the counts (most ambiguous first); the total covers all
 NAMESPACE = re.compile(r"\bnamespace\s+((?:\w+\s*::\s*)*\w+)\s*\{")
@@ -83,13 +88,16 @@ class UnitStore:
         self.db.executescript(STORE_SCHEMA)
 
     def add_file(self, gid: int, size: int, syntax_errors: bool, source: str, project: str, path: str,
-                 units_blob: bytes, defs: list[tuple], includes: list[str], digest: str | None = None) -> None:
+                 units_blob: bytes, defs: list[tuple], includes: list[str], digest: str | None = None,
+                 usrs: list[tuple[str, int]] = ()) -> None:
+        """usrs: (USR, unit number) of the definitions clang found in the file's units (the clang resolver)."""
         self.db.execute("INSERT INTO files VALUES (?,?,?,?,?,?,?,?)",
                         (gid, source, project, path, size, int(syntax_errors), units_blob, digest))
         self.db.executemany("INSERT INTO defs VALUES (?,?,?,?,?,?,?,?,?)",
                             [(kind, name, project, gid, uid, chain, owner, unit, text)
                              for kind, name, uid, chain, owner, unit, text in defs])
         self.db.executemany("INSERT OR IGNORE INTO includes VALUES (?,?,?)", [(gid, project, i) for i in includes])
+        self.db.executemany("INSERT INTO usrs VALUES (?,?,?,?)", [(usr, project, gid, uid) for usr, uid in usrs])
 
     def close(self) -> None:
         self.db.commit()
@@ -167,12 +175,14 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
                              unit BLOB, text TEXT);
         CREATE TABLE suffixes(suffix TEXT, project TEXT);
         CREATE TABLE incl(gid INTEGER, project TEXT, path TEXT);
+        CREATE TABLE usrs(usr TEXT, project TEXT, gid INTEGER, uid INTEGER);
     """)
     for store in stores:
         scratch.execute("ATTACH DATABASE ? AS s", (str(fetch(store)),))
         scratch.execute("INSERT OR IGNORE INTO projects(name) SELECT DISTINCT project FROM s.files")
         scratch.execute("INSERT INTO files SELECT gid, project, path, digest FROM s.files")
         scratch.execute("INSERT INTO alldefs SELECT * FROM s.defs")
+        scratch.execute("INSERT INTO usrs SELECT * FROM s.usrs")
         for project, path in scratch.execute("SELECT project, path FROM s.files"):
             parts = path.split("/")
             scratch.executemany("INSERT INTO suffixes VALUES (?, ?)",
@@ -217,6 +227,11 @@ def build_index(stores, index_path: str | os.PathLike, mode: str, scratch_dir: s
           SELECT project, kind, name, chain FROM alldefs GROUP BY project, kind, name, chain HAVING count(*) = 1
         ) u ON u.project = d.project AND u.kind = d.kind AND u.name = d.name AND u.chain = d.chain
         ORDER BY d.gid, d.uid""")
+    # the clang resolver's definitions by USR, and the text of those units (each is a named definition's)
+    scratch.execute("INSERT INTO idx.usrs SELECT DISTINCT project, usr, gid, uid FROM usrs ORDER BY project, usr, gid, uid")
+    scratch.execute("""
+        INSERT OR IGNORE INTO idx.units SELECT d.gid, d.uid, d.unit, d.text FROM alldefs d
+        JOIN (SELECT DISTINCT gid, uid FROM usrs) u ON u.gid = d.gid AND u.uid = d.uid ORDER BY d.gid, d.uid""")
     _view_digests(scratch)
     scratch.commit()
     ambiguous = scratch.execute("""
@@ -322,6 +337,22 @@ class GlobalIndex:
             found = matching(rows, kind, qualifiers, context)
             if found:
                 return found[0][:2] if len(found) == 1 else None
+        return None
+
+    def resolve_usr(self, usr: str, gid: int):
+        """The definition (gid, uid) of `usr` that file `gid` sees, as `resolve` scopes names: in its project, else
+        in the projects it includes; defined in two units there, the one in the file itself, else none."""
+        project, deps = self.view(gid)
+        key = ("usr", project, deps, usr, gid)
+        return self._cached(self._resolved, key, lambda: self._resolve_usr(project, deps, usr, gid))
+
+    def _resolve_usr(self, project: str, deps: tuple, usr: str, gid: int):
+        for tier in ((project,), deps):
+            found = [row for p in tier for row in self.db.execute(
+                "SELECT gid, uid FROM usrs WHERE project = ? AND usr = ?", (p, usr)).fetchall()]
+            if found:
+                own = [row for row in found if row[0] == gid]
+                return found[0] if len(found) == 1 else own[0] if len(own) == 1 else None
         return None
 
     def _load(self, ref):

@@ -59,6 +59,16 @@ class Index:
         context = (unit.owner, unit.name) if unit.kind == "type" else (unit.owner,)
         return self.lookup.resolve(kind, name, ref[0], unit.qualifiers.get((kind, name), ()), context)
 
+    def bound(self, ref, kind: str) -> list | None:
+        """The clang resolver: the definitions (file, unit) of `kind` ("function", "type"; "base": the types it
+        derives from) that unit `ref`'s code binds to, first use first; None when its file is resolved by names."""
+        unit = self.unit(ref)
+        if unit.usrs is None:
+            return None
+        found = (self.lookup.resolve_usr(usr, ref[0]) for usr in (unit.base_usrs if kind == "base" else unit.usrs))
+        targets = dict.fromkeys(t for t in found if t is not None and t != ref)
+        return [t for t in targets if kind == "base" or self.unit(t).kind == kind]
+
     def unit(self, ref):
         fu = self.files.get(ref[0])
         return fu.units[ref[1]] if fu is not None else self.lookup.unit(ref)
@@ -124,7 +134,9 @@ class Chunker:
         """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
         key = ("calls", root_file, ref)
         if key not in self._edges:
-            found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
+            found = self.index.bound(ref, "function")
+            if found is None:
+                found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
             self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
         return self._edges[key]
 
@@ -144,6 +156,8 @@ class Chunker:
         def resolve(ref) -> tuple[list, list]:
             """(every type ref names, those that must come first: bases, primary template)."""
             key = ("types", root_file, ref)
+            if key not in self._edges and self.index.unit(ref).usrs is not None:
+                self._edges[key] = self._bound_types(ref)
             if key not in self._edges:
                 unit = self.index.unit(ref)
                 out, required = [], []
@@ -181,6 +195,16 @@ class Chunker:
                 self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
             self._edges[key] = order
         return self._edges[key]  # the named types alone too
+
+    def _bound_types(self, ref) -> tuple[list, list]:
+        """needed_types' edges of a unit its file's clang result binds: (the types it binds to, those that must
+        come first: its bases and, for a specialization, its primary template)."""
+        unit = self.index.unit(ref)
+        out = self.index.bound(ref, "type")
+        required = self.index.bound(ref, "base")
+        if unit.specialization:
+            required += [t for t in out if self.index.unit(t).name == unit.name and not self.index.unit(t).specialization]
+        return out, required
 
     def compilable(self, f: int, functions: list, others: list, preamble: list, source: str) -> list[Doc]:
         packer = self.packer

@@ -32,6 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.clangpass import ClangPass, add_resolver, pull_changes
 from nanodata.pipeline.chunking.config import ChunkConfig
 from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
 from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
@@ -73,6 +74,8 @@ class FileWorker:
         self.cache: FileCache | None = settings.get("cache")
         self.counter = counter_for(settings["tokenizer"])
         self.lookup = GlobalIndex(settings["index"]) if settings.get("index") else None
+        clang = settings.get("resolver") == "clang" and self.mode in GLOBAL_MODES
+        self.clang = ClangPass(settings["clang_timeout_s"], settings.get("scratch"), self.cache) if clang else None
 
     def license_drop(self, src: SourceFile) -> FileResult | None:
         if self.licenses is None or allowed(src.license, self.licenses):
@@ -140,11 +143,12 @@ class FileWorker:
                               stats=stats, source=source)
         chunker = Chunker(self.mode, self.budget, self.counter, Index({gid: fu}, self.lookup), self.cross_depth)
         docs = chunker.docs(gid, source)
+        resolver = pull_changes(chunker.index, gid, source, self.mode) if self.clang is not None else None
         stats = file_stats(fu.whole_text(), [d.text for d in docs],
                            {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
                             "cut_docs": sum(d.cut for d in docs)})
         return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, self.mode) for d in docs], rank=rank,
-                          project=project, stats=stats, source=source)
+                          project=project, stats=stats, source=source, resolver=resolver)
 
     def _chunk_text(self, src: SourceFile, text: str) -> FileResult:
         parsed = self.parse(src, text)
@@ -170,8 +174,17 @@ class FileWorker:
                           payload=(UNITS.encode(fu), definitions(fu), fu.includes))
 
     def parse_file(self, src: SourceFile, ahead: tuple | None = None):
-        """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out."""
-        return self.through_cache(src, "parse", self._parse_text, ahead)
+        """Global modes, pass 1: one file in, its units (stored.UNITS), definitions and signature out; with the clang
+        resolver, its units annotated with what clang binds (clangpass: after the cache, which keeps tree-sitter's
+        part under the file's content alone)."""
+        result = self.through_cache(src, "parse", self._parse_text, ahead)
+        if self.clang is None or not isinstance(result, FileResult) or result.drop is not None:
+            return result
+        fu = UNITS.decode(result.payload[0])
+        result.usrs, result.resolver, result.clang_key = self.clang.resolve(src, fu, result.digest)
+        if result.resolver.get("files_clang"):
+            result.payload = (UNITS.encode(fu), *result.payload[1:])
+        return result
 
     def emit_file(self, row, ahead: tuple | None = None):
         """Global modes, pass 2: a stored file's docs, with the global index; through the cache, keyed by what the
@@ -269,6 +282,9 @@ class FileResult:
     reused: bool = False        # read from its entry, not chunked
     rebuilt: bool = False       # its entry was corrupt or truncated: chunked again
     digest: str | None = None   # its content digest (reuse.text_content_digest), when the run has a cache
+    usrs: list = field(default_factory=list)  # the clang resolver: (USR, unit number) of its definitions
+    resolver: dict | None = None  # the clang resolver's figures (clangpass): how it was resolved, pulls vs names
+    clang_key: bytes | None = None  # the key of clang's cache entry it used
 
 
 def _bytes_of(item) -> int:
@@ -336,6 +352,7 @@ class Tally:
     files_dropped: int = 0  # read, then dropped by a filter or the license allow-list (named in `cleaning`)
     cleaning: CleaningTally = field(default_factory=CleaningTally)
     reuse: ReuseTally = field(default_factory=ReuseTally)  # files reused from the cache or chunked, per project
+    resolver: dict = field(default_factory=dict)  # the clang resolver's figures, per project (clangpass)
     strict: bool = False
 
     def problem(self, problem: Problem) -> None:
@@ -365,6 +382,10 @@ class Tally:
         self.bytes_read += result.size
         self.cleaning.kept(result.project, result.redactions, result.license)
         self.reuse.add(result.project, result.size, result.key, result.reused, result.rebuilt)
+        if result.clang_key is not None:
+            self.reuse.used += result.clang_key
+        if result.resolver is not None:
+            add_resolver(self.resolver, result.project, result.resolver)
         self.syntax_errors += result.syntax_errors
         self.docs += len(result.docs)
         self.tokens += sum(d.tokens for d in result.docs)
@@ -445,7 +466,7 @@ def parse_items(items, settings: dict, workers: int, store_path, tally: Tally, b
     try:
         for result in _signed(_results(_parse_file, "parse", items, settings, workers, tally, bar), sink):
             store.add_file(result.gid, result.size, result.syntax_errors, result.source, result.project, result.path,
-                           *result.payload, digest=result.digest)
+                           *result.payload, digest=result.digest, usrs=result.usrs)
     finally:
         store.close()
 
@@ -634,6 +655,8 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
         "files_too_big": counts["files_too_big"], "too_big": counts["too_big"],
         # global modes: per project, names defined more than once with one qualification (never pulled)
         **{k: counts_of_run[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in counts_of_run},
+        # --resolver clang: per project, files resolved by clang or by names (why), references, pulls vs names
+        **({"clang": counts["resolver"]} if config.resolver == "clang" and mode in GLOBAL_MODES else {}),
         "dedup": config.dedup, "near_duplicates": counts_of_run.get("near_duplicates"),
         # what cleaning dropped (per reason, each file named with its figure), redacted (counts by kind), licenses
         "filters": list(config.filters), "redact": list(config.redact), "decontaminate": list(config.decontaminate),
@@ -675,7 +698,7 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
             staged.append((number, str(docs), stage_docs(results, docs)))
         else:
             stores.append(tmp / f"units-{number:05d}.sqlite")
-            parse_items(partition, settings, workers, stores[-1], tally, bar, sink)
+            parse_items(partition, {**settings, "scratch": str(tmp)}, workers, stores[-1], tally, bar, sink)
         if sink is not None:
             signed.append((number, sink.close(number)))
             store_signatures(sink.directory, str(tmp / "near"), number)
@@ -690,6 +713,8 @@ def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Pat
             staged.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
             store.unlink()
         tally.fidelity = emitted.fidelity  # the emit pass makes the docs
+        for project, figures in emitted.resolver.items():  # its pulls beside the parse pass's files
+            add_resolver(tally.resolver, project, figures)
         tally.reuse = emitted.reuse.after_parse(tally.reuse)
     removed = None
     if threshold is not None:

@@ -84,6 +84,10 @@ class Unit:
     # which is qualified; a name used unqualified even once is absent (global lookups match by what
     # the use names: `C::iterator` is not `path::iterator`)
     qualifiers: dict = field(default_factory=dict)
+    # the clang resolver (clangpass): the USRs its code binds to inside the input tree, first use first, and those
+    # of the classes it derives from; None when its file is resolved by names
+    usrs: tuple[str, ...] | None = None
+    base_usrs: tuple[str, ...] = ()
 
 
 @dataclass
