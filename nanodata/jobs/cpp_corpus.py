@@ -517,6 +517,7 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     chunked again. params, reuse, cache_secret: as parse_batch's. Global modes: the partition's unit store and the
     index are used only when their seals hold; one that does not is made again here (parsed again; the index
     rebuilt), named in the summary's `staged_rebuilt`."""
+    from nanodata.pipeline.chunking.clangpass import add_resolver
     from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
     from nanodata.pipeline.chunking.reuse import with_parse
 
@@ -547,6 +548,8 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
             read_by_parse = {k: parsed[k] for k in ("files_skipped", "files_failed", "problems", "files_too_big",
                                                     "too_big", "files_dropped", "cleaning") if k in parsed}
             read_by_parse["reuse"] = with_parse(tally.reuse.to_dict(), parsed.get("reuse", {}))
+            for project, figures in parsed.get("resolver", {}).items():  # --resolver clang: the files beside the pulls
+                add_resolver(tally.resolver, project, figures)
             read_by_parse["staged_rebuilt"] = rebuilt
         else:
             with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:

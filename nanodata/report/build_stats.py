@@ -74,7 +74,8 @@ def fidelity_stats(summaries: list[dict]) -> dict | None:
 def report_extras(stage: str, cache_secret: Secret | str | None = None) -> dict:
     """What the build's report shows (nanodata.report.corpus_report.report_build): each shard's statistics (the
     shard tasks computed them: the report reads no shard), each partition's counts, time per task kind, each
-    bucket's dedupe counts, the names ambiguous per project (global modes), and the chunks' fidelity per project.
+    bucket's dedupe counts, the names ambiguous per project (global modes), the chunks' fidelity per project, and
+    (--resolver clang) how each project's files were resolved.
     All of it read under its seal (cache_secret: as plan's)."""
     secret = load_secret(cache_secret)
     with broken_seals(stage):
@@ -84,7 +85,19 @@ def report_extras(stage: str, cache_secret: Secret | str | None = None) -> dict:
                 "tasks": task_times(stage, secret), "buckets": buckets, "ambiguity": ambiguity(stage, secret),
                 "fidelity": fidelity_stats(summaries), "too_big": too_big_files(plan_, summaries),
                 "near_duplicates": near_duplicates(stage, buckets, secret), "cleaning": cleaning_stats(summaries),
-                "reuse": reuse_stats(summaries, plan_.get("cache"))}
+                "reuse": reuse_stats(summaries, plan_.get("cache")), "clang": clang_stats(summaries)}
+
+
+def clang_stats(summaries: list[dict]) -> dict | None:
+    """--resolver clang: per project, the files resolved by clang or by names (why), references bound, and pulls
+    against names, summed over the chunk tasks' summaries; None when no file went through clang's pass."""
+    from nanodata.pipeline.chunking.clangpass import add_resolver
+
+    by_project: dict = {}
+    for summary in summaries:
+        for project, figures in summary.get("resolver", {}).items():
+            add_resolver(by_project, project, figures)
+    return by_project or None
 
 
 def cleaning_stats(summaries: list[dict]) -> dict | None:

@@ -28,7 +28,7 @@ from nanodata.ranges import REPORT_MAX_TOKENS
 from nanodata.storage import is_gcs, join_uri, read_bytes
 
 REPORT_JSON = "report.json"
-REPORT_FORMAT = 2  # what report.json and the plots hold; a report of another format is rewritten (report.index)
+REPORT_FORMAT = 3  # what report.json and the plots hold; a report of another format is rewritten (report.index)
 CROP_T = (1024, 2048, 4096, 16384)  # plus the build's max_tokens when it is known
 MAX_CROP_DOCS = 1_000_000  # replaying the packing takes ~1.5 s per million docs and T; a prefix is plenty
 KINDS = {"file": "whole file", "chunk": "chunk", "split": "split"}  # the chunker's doc kinds, as shown here
@@ -153,7 +153,8 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
                  max_tokens: int | None = None, uri: str | None = None, tasks: list | None = None,
                  buckets: list | None = None, shards: list | None = None, ambiguity: dict | None = None,
                  fidelity: dict | None = None, too_big: dict | None = None,
-                 near_duplicates: dict | None = None, cleaning: dict | None = None, reuse: dict | None = None) -> dict:
+                 near_duplicates: dict | None = None, cleaning: dict | None = None, reuse: dict | None = None,
+                 clang: dict | None = None) -> dict:
     """The report's data (what report.json holds). `partitions`: the build's per-partition counts, if known;
     `max_tokens`: the chunker's limit, if known (the histogram ends there, the crop table adds T = max_tokens);
     `uri`: what the build is called (its gs:// URI when build_dir is a local copy); `tasks`: time per task kind
@@ -165,7 +166,9 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     holds (its fidelity too, when `fidelity` is not given). `near_duplicates`: the near-dedup summary
     (nanodata.pipeline.dedup.near, with docs_removed), if known, else the chunk summary's; None without near-dedup.
     `reuse`: files reused from the per-file cache or chunked, per project, and the cache's size (cpp_corpus.reuse_stats),
-    else the chunk summary's (`nanodata chunk --cache`); None without a cache."""
+    else the chunk summary's (`nanodata chunk --cache`); None without a cache. `clang`: per project, the files
+    resolved by clang or by names and the pulls against names (build_stats.clang_stats), else the chunk summary's;
+    None without --resolver clang."""
     check_max_tokens(max_tokens)
     if shards is None:
         check_build_dir(Path(build_dir))
@@ -182,7 +185,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
     counted = any(s["counted"] for s in shards)
     build = str(build_dir) if is_gcs(str(build_dir)) else Path(build_dir)
     chunk_summary = (read_chunk_summary(build_dir) if fidelity is None or too_big is None or near_duplicates is None
-                     or cleaning is None or reuse is None
+                     or cleaning is None or reuse is None or clang is None
                      else None)
     return {
         "format": REPORT_FORMAT,
@@ -212,6 +215,7 @@ def build_report(build_dir: str | os.PathLike, tokenizer: str = "cl100k_base", p
         "near_duplicates": near_duplicates or (chunk_summary or {}).get("near_duplicates"),
         "cleaning": cleaning or (chunk_summary or {}).get("cleaning"),
         "reuse": reuse or (chunk_summary or {}).get("reuse"),
+        "clang": clang or (chunk_summary or {}).get("clang"),
     }
 
 
@@ -230,4 +234,5 @@ def chunk_extras(done_path: str) -> dict:
                             "near-duplicates (chunked with --dedup exact or before near-dedup)")
     ambiguity = ({k: summary[k] for k in ("ambiguous_names", "ambiguous_by_project")}
                  if "ambiguous_by_project" in summary else None)
-    return {"ambiguity": ambiguity, "near_duplicates": near, "cleaning": summary.get("cleaning")}
+    return {"ambiguity": ambiguity, "near_duplicates": near, "cleaning": summary.get("cleaning"),
+            "clang": summary.get("clang")}

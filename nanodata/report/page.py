@@ -163,6 +163,7 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 {near_html(report.get("near_duplicates"))}
 {cleaning_html(report.get("cleaning"))}
 {reuse_html(report.get("reuse"))}
+{clang_html(report.get("clang"))}
 {tasks}
 {ambiguity_html(report.get("ambiguity"))}
 {fidelity_section(report.get("fidelity"))}
@@ -294,6 +295,36 @@ def reuse_html(reuse: dict | None) -> str:
             f"{f'; {more:,} more projects not listed' if more else ''} (global modes: files_parsed counts the files "
             "parsed again; files_chunked the files whose docs were made again, as a file they can see changed).</p>"
             + _columns_table(columns, rows))
+
+
+CLANG_TITLE = "Clang resolver"
+CLANG_COLUMNS = ("project", "files_clang", "files_names", "fallback reasons", "references_bound",
+                 "references_bound_in_tree", "pulls_clang", "pulls_names", "pulls_gained", "pulls_lost", "pulls_changed")
+
+
+def clang_html(clang: dict | None) -> str:
+    """--resolver clang, per project (most files first): the files clang resolved and those that fell back to names
+    (with why), the references clang bound, and the definitions pulled directly by clang against those names would
+    pull, with examples of each difference (HTML; empty without the clang resolver)."""
+    if not clang:
+        return ""
+    ordered = sorted(clang.items(), key=lambda item: (-item[1].get("files_clang", 0) - item[1].get("files_names", 0),
+                                                      item[0]))
+    rows = [{"project": name, **{c: figures.get(c, 0) for c in CLANG_COLUMNS[1:]},
+             "fallback reasons": ", ".join(f"{k[7:]} {n:,}" for k, n in sorted(figures.items())
+                                           if k.startswith("names: ")) or "none"}
+            for name, figures in ordered[:NEAR_PROJECTS_SHOWN]]
+    more = max(len(ordered) - NEAR_PROJECTS_SHOWN, 0)
+    examples = "".join(
+        f"<h3>pulls {what}</h3><ul>" + "".join(f"<li><code>{escape(x)}</code></li>" for x in listed) + "</ul>"
+        for what in ("gained", "lost", "changed")
+        if (listed := [x for _, figures in ordered for x in figures.get(f"{what}_examples", [])][:NEAR_EXAMPLES_SHOWN]))
+    return (f"<h2>{CLANG_TITLE}</h2><p>Per project, most files first{f'; {more:,} more projects not listed' if more else ''}: "
+            "files whose references libclang bound (files_clang) and files resolved by their names instead "
+            "(files_names, with the reasons), references bound and bound to a definition in the input tree, and the "
+            "definitions pulled directly by clang (pulls_clang) against those the names rule pulls (pulls_names): "
+            "gained, lost, and changed (the same name bound to another definition).</p>"
+            + _columns_table(CLANG_COLUMNS, rows) + examples)
 
 
 def cleaning_html(cleaning: dict | None) -> str:

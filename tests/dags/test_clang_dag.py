@@ -9,6 +9,9 @@ from dag_data import run_steps
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
+from nanodata.report import build_stats
+from nanodata.report.corpus_report import report_build
+from nanodata.report.page import CLANG_TITLE
 
 sys.path.append(str(Path(__file__).parents[1] / "pipeline" / "chunking"))
 from test_clang_resolver import ALPHA, BETA, _tree  # noqa: E402  (the C++ written for the clang tests)
@@ -25,6 +28,8 @@ def test_the_dag_builds_what_the_cli_does_with_clang_for_any_partition_size(tmp_
     manifest = jsonl_to_parquet([str(docs)], tmp_path / "cli" / "parquet", rows_per_file=PARAMS["rows_per_file"],
                                 val_fraction=PARAMS["val_fraction"], seed=cpp_corpus.SEED)
     cli = _rows(tmp_path / "cli" / "parquet", manifest)
+    counted = _counts(json.loads(docs.with_name(docs.name + ".done").read_text())["clang"])
+    assert counted["files_clang"] > 0 and counted["pulls_gained"] > 0
     builds = []
     for partition_mb in (0.0005, 256):
         dest = str(tmp_path / f"dest-{partition_mb}")
@@ -32,8 +37,23 @@ def test_the_dag_builds_what_the_cli_does_with_clang_for_any_partition_size(tmp_
         build = Path(dest) / "builds" / planned["key"]
         assert _rows(build, json.loads((build / "manifest.json").read_text())) == cli, partition_mb
         builds.append(_build_files(dest, planned["key"]))
+        # the build's report counts the clang resolver as the CLI's summary does: files, references, pulls
+        extras = build_stats.report_extras(planned["stage"])
+        assert _counts(extras["clang"]) == counted, partition_mb
+        page = Path(report_build(str(build), max_tokens=PARAMS["max_tokens"], **extras)).read_text()
+        assert CLANG_TITLE in page and "use_alpha.cc" in page
     assert builds[0] == builds[1]
     def text(source: str) -> str:
         return "".join(row[0] for rows in cli for row in rows if row[3] == source)
 
     assert ALPHA in text("proj/use_alpha.cc") and BETA in text("proj/use_beta.cc")  # pulled by clang
+
+
+def _counts(clang: dict) -> dict:
+    """The clang figures summed over projects, examples left out (which are kept depends on the order)."""
+    totals: dict = {}
+    for figures in clang.values():
+        for name, value in figures.items():
+            if not isinstance(value, list):
+                totals[name] = totals.get(name, 0) + value
+    return totals
