@@ -160,7 +160,8 @@ def _load_partition(stage: str, number: int, tmp: Path, secret: Secret) -> dict:
 def _cached(settings: dict, dest: str, secret: Secret):
     """cached(content digest) -> bool for plan_partitions: whether the destination's cache holds the result of a
     file or record of that content, as far as the builds it keeps a record of used it (EntryStore.recorded: one small
-    read, no listing). None when it holds none (a first build, or reuse off): every item then weighs its bytes."""
+    read, no listing). None when it holds none (a first build, or reuse off): every item then weighs its bytes. The
+    records are not authenticated: one edited can change how the work is cut, never the corpus."""
     from nanodata.pipeline.chunking.config import ChunkConfig
     from nanodata.storage.entries import EntryStore
 
