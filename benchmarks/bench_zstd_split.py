@@ -17,10 +17,12 @@ import zstandard
 from bench_parquet import write_chunker_like_jsonl
 
 from nanodata.pipeline.chunking import partitions as parts
+from nanodata.storage.auth import load_secret
 
 SIZE_MB = 150
 PARTITION = 10 << 20
 FRAME = 1 << 20
+SECRET = load_secret()  # what seals the staged partitions (the user's, as `nanodata chunk --cache` uses)
 
 
 def staged_bytes(stage: Path) -> int:
@@ -40,10 +42,11 @@ def main() -> None:
             zst.write_bytes(b"".join(compress(data[i:i + step]) for i in range(0, len(data), step)))
             stage = Path(tmp) / f"stage-{step}"
             started = time.perf_counter()
-            n, _ = parts.plan_partitions([{"kind": "jsonl", "uri": str(zst)}], str(stage), PARTITION, (".h",))
+            n, _ = parts.plan_partitions([{"kind": "jsonl", "uri": str(zst)}], str(stage), PARTITION, (".h",),
+                                         secret=SECRET)
             plan_s = time.perf_counter() - started
             started = time.perf_counter()
-            items = sum(1 for _ in parts.partition_items(parts.load_partition(str(stage), n // 2), 500_000))
+            items = sum(1 for _ in parts.partition_items(parts.load_partition(str(stage), n // 2, SECRET), 500_000))
             figures[name] = (plan_s, staged_bytes(stage), time.perf_counter() - started)
             print(f"{name}: {zst.stat().st_size / 1e6:.0f} MB .zst, {len(data) / 1e6:.0f} MB decompressed, "
                   f"{n} partitions; plan {plan_s:.1f} s, staged {staged_bytes(stage) / 1e6:.1f} MB; partition "

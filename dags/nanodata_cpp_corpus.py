@@ -2,21 +2,22 @@
 ### nanodata_cpp_corpus
 
 Builds a C++ pretraining corpus:
-**target → plan → parse (mapped) → index → chunk (mapped) → near (mapped) → route → bucket (mapped) → shard
+**plan → parse (mapped) → index → chunk (mapped) → near (mapped) → route → bucket (mapped) → shard
 (mapped) → publish → report → cleanup**.
 
-* `target` checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
+* `plan` first checks `source` and `destination` (an absolute path or gs://bucket/prefix). A scheduled (nightly)
   run builds what the deployment configured instead of the form's defaults: the Airflow Variables
   `nanodata_cpp_source` and `nanodata_cpp_dest`, else the workers' `NANODATA_CPP_SOURCE` and
-  `NANODATA_CPP_DEST`; with none set it is skipped, and its log says what to set.
-* `plan` lists the source (top-level `*.jsonl`, `*.jsonl.gz`, `*.jsonl.zst` files, and the C++ files of the
-  tree: each sub-directory one project, loose files one project), hashes their contents and derives the
-  build key from those hashes and the build Params. If `builds/<key>/` is complete and `latest.json`
+  `NANODATA_CPP_DEST`; with none set it is skipped, and its log says what to set. Then it lists the source
+  (top-level `*.jsonl`, `*.jsonl.gz`, `*.jsonl.zst` files, and the C++ files of the tree: each sub-directory one
+  project, loose files one project), hashes their contents and derives the build key from those hashes and the
+  build Params. If `builds/<key>/` is complete and `latest.json`
   points at it, nothing is mapped and the run ends. Otherwise it cuts the inputs into partitions of about
   `partition_mb` MB (big JSONL inputs into line-aligned ranges; a `.gz` read once by rapidgzip, whose seek
   index lets each chunk task read its own decompressed range; a `.zst` read once, noting its frames, each
   chunk task reading from its range's frame (a one-frame `.zst`'s later pieces decompressed into staging);
-  projects grouped or split by size).
+  projects grouped or split by size). A partition's size is its expected work: a record or file whose result
+  the destination's cache holds weighs a tenth of its bytes, so a nightly rebuild maps a few chunk tasks.
 * Global modes (cross-file, project, compilable): `parse` writes each partition's units to staging,
   `index` reduces them to one index of names and ids; `chunk` then emits each partition with it.
   Local modes (basic, dep-aware) skip parse and go straight to `chunk`. One mapped task per partition
@@ -105,20 +106,15 @@ from nanodata.settings import from_params, param_specs
 )
 def nanodata_cpp_corpus():
     @task
-    def target(params=None, dag_run=None) -> dict:
-        return run_target(params, dag_run, CPP_SETTINGS)
-
-    @task
-    def plan(where: dict, params=None) -> dict:
+    def plan(params=None, dag_run=None, ti=None) -> list[dict]:
         from nanodata.jobs import cpp_corpus
 
+        where = run_target(params, dag_run, CPP_SETTINGS)
         shards = {k: params[k] for k in ("rows_per_file", "shard_mb", "val_fraction")}
-        return cpp_corpus.plan(where["source"], where["destination"], {**from_params(params), **shards},
-                               partition_mb=params["partition_mb"], cache_secret=_cache_secret())
-
-    @task
-    def parse_batches(planned: dict) -> list[dict]:
-        return planned["parse"]  # [] in local modes and for an up-to-date build: parse is then skipped
+        planned = cpp_corpus.plan(where["source"], where["destination"], {**from_params(params), **shards},
+                                  partition_mb=params["partition_mb"], cache_secret=_cache_secret())
+        ti.xcom_push(key=PLANNED, value={**planned, **where})  # what index, near and the tail read
+        return planned["parse"]  # what parse maps: [] in local modes and for an up-to-date build (parse skipped)
 
     @task
     def near_batches(planned: dict, chunked: list[dict]) -> list[dict]:
@@ -173,7 +169,7 @@ def nanodata_cpp_corpus():
         return cpp_corpus.shard_refs(buckets[0]["stage"], buckets[0]["key"], cache_secret=_cache_secret())
 
     @task  # not in the `gcs` pool: shard tasks are the tail's compute and must spread over every worker
-    def shard(batch: dict, where: dict, params=None) -> dict:
+    def shard(batch: dict, where: dict, params=None) -> dict:  # where: plan's whole result, the run's URIs in it
         from nanodata.jobs import cpp_corpus
 
         return cpp_corpus.shard_batch(where["destination"], batch, tokenizer=params["tokenizer"],
@@ -205,16 +201,19 @@ def nanodata_cpp_corpus():
         return cpp_corpus.cleanup(where["destination"], key, params["cache_keep_runs"], params["cache_grace_hours"],
                                   cache_secret=_cache_secret())
 
-    where = target()
-    planned = plan(where)
+    parse_refs = plan()
+    planned = parse_refs[PLANNED]  # plan's other XCom: the whole plan and the run's URIs
     indexed = index(planned)
-    parse.expand(batch=parse_batches(planned)) >> indexed
+    parse.expand(batch=parse_refs) >> indexed
     chunked = chunk.expand(batch=indexed)
     routed = route(chunked)
     near.expand(batch=near_batches(planned, chunked)) >> routed
     bucketed = bucket.expand(batch=routed)
-    sharded = shard.partial(where=where).expand(batch=shard_batches(bucketed))
-    cleanup(report(publish(sharded, where), where), where)
+    sharded = shard.partial(where=planned).expand(batch=shard_batches(bucketed))
+    cleanup(report(publish(sharded, planned), planned), planned)
+
+
+PLANNED = "planned"  # the XCom key of plan's whole result (its return value is the parse batches, which parse maps)
 
 
 CACHE_SECRET = "nanodata_cache_secret"  # the Airflow Variable holding the secret that authenticates cache and staging

@@ -84,7 +84,6 @@ from nanodata.storage.auth import (
     read_sealed_jsons,
     seal_bytes,
     seal_file,
-    seal_in_place,
     seal_json,
     sealed,
 )
@@ -107,6 +106,7 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     that is not as sealed is planned again.
     """
     PARTITION_MB.check("partition_mb", partition_mb)  # the DAG Param's range and `nanodata chunk --partition-mb`'s
+    settings = {k: v for k, v in params.items() if k in SETTING_NAMES}
     params = build_params(params)
     secret = load_secret(cache_secret)
     _check_cleaning(params)
@@ -122,8 +122,8 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
         planned = done_json(plan_uri(stage), secret)
         if planned is None:
             partition_bytes = int(partition_mb * 2 ** 20)
-            n, total = parts.plan_partitions(inputs, stage, partition_bytes, params["extensions"], listings)
-            _seal_partitions(stage, n, secret)
+            n, total = parts.plan_partitions(inputs, stage, partition_bytes, params["extensions"], listings,
+                                             secret=secret, cached=_cached(settings, dest, secret))
             planned = {"source": source, "params": params, "partition_mb": partition_mb, "inputs": inputs,
                        "partitions": n, "bytes": total, "buckets": tail.bucket_count(total, partition_bytes),
                        "batches": batch_bounds(n, max_batches), "near": _near_plan(params, total),
@@ -136,16 +136,6 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     near = [{"key": key, "stage": stage, "group": g} for g in range((planned["near"] or {}).get("groups", 0))]
     return {"key": key, "stage": stage, "parse": refs if params["mode"] in GLOBAL_MODES else [], "chunk": refs,
             "near": near}
-
-
-def _seal_partitions(stage: str, count: int, secret: Secret) -> None:
-    """Seal what plan_partitions staged (it writes plainly): the partitions, then the gzip seek indexes and
-    decompressed files they name, each read back once."""
-    uris = [parts.partition_uri(stage, number) for number in range(count)]
-    seal_in_place(uris, secret)
-    named = {uri for partition in read_sealed_jsons(uris, secret, required=True)
-             for uri, _ in _staged_pieces(partition)}
-    seal_in_place(sorted(named), secret)
 
 
 def _staged_pieces(partition: dict):
@@ -161,10 +151,29 @@ def _staged_pieces(partition: dict):
 def _load_partition(stage: str, number: int, tmp: Path, secret: Secret) -> dict:
     """Partition `number` under its seal, each staged file it names replaced by a checked local copy (in `tmp`, or
     the staged file itself when local). Only plan makes them: one not as sealed stops the task (broken_seals)."""
-    partition = read_sealed_json(parts.partition_uri(stage, number), secret, required=True)
+    partition = parts.load_partition(stage, number, secret)
     for uri, (piece, name) in list(_staged_pieces(partition)):
         piece[name] = str(sealed(uri, secret, required=True).local(tmp / uri.rsplit("/", 1)[-1]))
     return partition
+
+
+def _cached(settings: dict, dest: str, secret: Secret):
+    """cached(content digest) -> bool for plan_partitions: whether the destination's cache holds the result of a
+    file or record of that content, as far as the builds it keeps a record of used it (EntryStore.recorded: one small
+    read, no listing). None when it holds none (a first build, or reuse off): every item then weighs its bytes. The
+    records are not authenticated: one edited can change how the work is cut, never the corpus."""
+    from nanodata.pipeline.chunking.config import ChunkConfig
+    from nanodata.storage.entries import EntryStore
+
+    if not settings.get("reuse", True):
+        return None
+    used = EntryStore(cache_uri(dest), secret).recorded()
+    if not used:
+        return None
+    config = ChunkConfig(**{k: v for k, v in settings.items() if k != "reuse"}, cache=cache_uri(dest),
+                         cache_secret=secret)
+    cache, kind = config.file_cache(), "parse" if config.mode in GLOBAL_MODES else "chunk"  # the file pass's key
+    return lambda digest: cache.key(kind, digest) in used
 
 
 SETTING_NAMES = {f.name for f in SETTINGS}

@@ -15,10 +15,9 @@ others may read, or of another size, is refused in one line naming it.
 Staged files (one build task's output that another reads) are sealed by a sidecar NAME.mac written after NAME:
 a MAC over NAME's URI and the sha256 of each of its *pieces* (byte ranges the writer cuts where readers read
 alone: a bucket's range of a scattered partition, a block of signatures; most files are one piece), and those
-digests. Writers: `sealed_output` (bytes hashed as written), `seal_file` (a local file), `seal_bytes` / `seal_json`,
-`seal_in_place` (a file another module put). Readers: `sealed` checks the seal, and its `Sealed` checks the bytes
-as they are read, whole or a range (one piece's digest per piece read, streamed: a reader of one range never reads
-the rest); `read_sealed`, `read_sealed_json(s)`, `checked_file` on top. A file that is not as sealed where it is
+digests. Writers: `sealed_output` (bytes hashed as written), `seal_file` (a local file), `seal_bytes` / `seal_json`.
+Readers: `sealed` checks the seal, and its `Sealed` checks the bytes as they are read, whole or a range (one
+piece's digest per piece read, streamed: a reader of one range never reads the rest); `read_sealed`, `read_sealed_json(s)`, `checked_file` on top. A file that is not as sealed where it is
 raises BrokenSeal (one line naming it), or, from checked_file, is None: the caller makes it again or says what to do.
 Staged files and their seals are written without fsync (still whole, by rename): a file a power cut tears or loses
 fails its seal like any other, so a retry makes it again, or the reading task stops in one line, never reads it.
@@ -256,16 +255,6 @@ def seal_bytes(uri: str, data: bytes, secret: Secret, cuts=None) -> None:
 def seal_json(uri: str, obj, secret: Secret) -> None:
     """A small staged record (a summary, a plan), written as storage.write_json writes it, sealed."""
     seal_bytes(uri, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), secret)
-
-
-def seal_in_place(uris, secret: Secret) -> None:
-    """Seal files another module already put at `uris`, each read back once (streamed), several at a time."""
-    def seal(uri: str) -> None:
-        with open_read(uri) as f:
-            pieces = _digest_stream(f, None)
-        write_bytes(uri + MAC_SUFFIX, pieces.seal(secret, uri), durable=False)
-
-    concurrently(seal, uris)
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,13 @@ class EntryStore:
         write_bytes(join_uri(self.root, USED, name + ".keys"), unique.tobytes())
         return len(unique)
 
+    def recorded(self) -> frozenset[bytes]:
+        """The keys the builds still on record used (what retention keeps): a cheap guess of what the store holds,
+        read from the records, without listing the entries."""
+        names = [name for name, _ in iter_sizes(join_uri(self.root, USED)) if name.endswith(".keys")]
+        data = b"".join(read_bytes(join_uri(self.root, USED, name)) or b"" for name in names)
+        return frozenset(data[i:i + KEY_BYTES] for i in range(0, len(data) - KEY_BYTES + 1, KEY_BYTES))
+
     def retain(self, keep: int, grace_hours: float = CACHE_GRACE_HOURS.default) -> dict:
         """Delete the usage records older than the newest `keep`, then every entry no kept record names (and
         temp files a killed writer left) that is older than `grace_hours`: a younger one may be a run's still

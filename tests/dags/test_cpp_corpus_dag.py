@@ -196,7 +196,7 @@ def test_uri_mistakes_fail_the_first_task_in_words(dag, bucket, source, capfd):
     dag_run = dag.test(run_conf=conf("relative/path", f"gs://{bucket}/never"))
     assert dag_run.state == "failed"
     states = task_states(dag_run)
-    assert states["target"] == ["failed"] and states["plan"] == ["upstream_failed"]
+    assert states["plan"] == ["failed"] and states["index"] == ["upstream_failed"]
     out = capfd.readouterr().out
     assert "NanodataError: source 'relative/path': not an absolute path or gs://bucket/prefix" in out
     assert "does not match" not in out and "action=fail" in out  # the retry policy: bad input fails at once
@@ -319,7 +319,7 @@ def test_scheduled_run_with_nothing_configured_skips_and_says_what_to_set(schedu
     dag_run = scheduled.test()
     assert dag_run.run_type == "scheduled" and dag_run.state == "success"
     states = task_states(dag_run)
-    assert states["target"] == ["skipped"] and all(s == ["skipped"] for s in states.values()), states
+    assert states["plan"] == ["skipped"] and all(s == ["skipped"] for s in states.values()), states
     out = caplog.text  # the task's log records
     assert ("scheduled run skipped: the deployment configures no source and no destination to build. Set the Airflow "
             "Variable(s) nanodata_cpp_source and nanodata_cpp_dest (Admin > Variables) or NANODATA_CPP_SOURCE and "

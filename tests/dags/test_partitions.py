@@ -5,6 +5,7 @@ holding a .jsonl, a .jsonl.gz and C++ project directories, locally and in the GC
 """
 
 import gzip
+import io
 import json
 import shutil
 from collections import Counter
@@ -14,11 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from dag_data import run_steps, run_tail, write_cpp_source
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking.sources import split_at_lines
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.report import build_stats
 from nanodata.report.corpus_report import report_build
@@ -351,3 +355,60 @@ def test_a_max_file_bytes_param_names_each_skipped_file_in_the_report(tmp_path, 
         assert (report["too_big"] is None) == (read == 2)
     assert extras["too_big"] == report["too_big"] == {
         "max_file_bytes": limit, "files": 1, "listed": [{"file": str(folder / big), "bytes": sizes[big]}]}
+
+
+def _night(source: Path, root: Path) -> Path:
+    """The source after a night: one JSONL record and one project file edited, the rest as they were."""
+    src = root / "src"
+    shutil.copytree(source, src)
+    records = gzip.decompress((src / "std.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
+    edited = json.loads(records[1])
+    records[1] = json.dumps({**edited, "text": "// edited tonight\n" + edited["text"]}) + "\n"
+    (src / "std.jsonl.gz").write_bytes(gzip.compress("".join(records).encode()))
+    vector = src / "projA" / "stl_vector.h"
+    vector.write_text("// edited tonight\n" + vector.read_text())
+    return src
+
+
+def _plan_of(planned: dict) -> dict:
+    return json.loads((Path(planned["stage"]) / "plan.json").read_text())
+
+
+@pytest.mark.parametrize("mode", ["basic", "compilable"])
+def test_a_rebuild_weighs_cached_items_less_and_builds_the_same_corpus(source, tmp_path, mode):
+    """A nightly rebuild: plan weighs each record and file whose result the destination's cache holds at
+    CACHED_COST of its bytes, so mostly unchanged inputs are cut into a few partitions; the corpus is byte-identical
+    to a build of the same inputs into an empty destination, which is cut by bytes."""
+    params = {**PARAMS, "mode": mode}
+    dest = str(tmp_path / "dest")
+    first, _, _ = run_steps(source, dest, params, 0.01)
+    cpp_corpus.cleanup(dest, first["key"])  # the keys the build used go on record: what plan reads
+    src = _night(source, tmp_path / "night")
+    rebuilt, chunks, info = run_steps(src, dest, params, 0.01)
+    fresh, _, fresh_info = run_steps(src, str(tmp_path / "fresh"), params, 0.01)
+    assert rebuilt["key"] == fresh["key"] != first["key"]
+    assert _build_files(dest, rebuilt["key"]) == _build_files(str(tmp_path / "fresh"), fresh["key"])
+    assert info["docs"] == fresh_info["docs"] and info["reuse"]["files_reused"] > 0
+    cut, by_bytes = _plan_of(rebuilt)["partitions"], _plan_of(fresh)["partitions"]
+    assert _plan_of(rebuilt)["bytes"] == _plan_of(fresh)["bytes"]
+    assert by_bytes >= 10 and cut * 2 <= by_bytes, (cut, by_bytes)
+    stage = Path(rebuilt["stage"])
+    weighed = [json.loads(p.read_text()) for p in sorted((stage / "partitions").glob("*.json"))]
+    assert sum(p["weight"] for p in weighed) < sum(p["bytes"] for p in weighed) / 3
+    # the edited record sits in a partition of its own bytes' weight at least: it is chunked again, not reused
+    assert info["reuse"]["files_chunked"] >= 2
+
+
+@given(lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"), max_size=60),
+       last=st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")),
+       first_cut=st.integers(1, 300), every=st.integers(1, 300))
+def test_cutting_by_line_weights_equal_to_their_bytes_cuts_as_bytes_do(lines, last, first_cut, every):
+    """split_at_lines read line by line with each line weighing its bytes gives the block-wise byte cut's ranges."""
+    data = b"".join(lines) + last
+
+    def cuts(weigh):
+        out = [cut for _, cut in split_at_lines(io.BytesIO(data), first_cut, every, weigh) if cut is not None]
+        return [(start, stop, first_line, weight) for start, stop, first_line, weight in out]
+
+    assert cuts(len) == cuts(None)
+    assert b"".join(piece for piece, _ in split_at_lines(io.BytesIO(data), first_cut, every, len)) == data

@@ -282,10 +282,10 @@ def test_an_invalid_destination_fails_the_run_with_a_plain_message(deployment, u
         run = wait_for_run(page, af, run_id, timeout=120)
         assert run["state"] == "failed"
         tis = {ti["task_id"]: ti for ti in run_api(page, af, run_id, "/taskInstances")["task_instances"]}
-        assert tis["target"]["state"] == "failed" and tis["target"]["try_number"] == 1  # no retries of bad input
-        assert tis["plan"]["state"] == "upstream_failed"
+        assert tis["plan"]["state"] == "failed" and tis["plan"]["try_number"] == 1  # no retries of bad input
+        assert tis["index"]["state"] == "upstream_failed"
 
-        page.goto(f"{af.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/target")
+        page.goto(f"{af.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/plan")
         message = page.get_by_text("destination: 'gs://My-Bucket/x': invalid bucket name 'My-Bucket'")
         sync_api.expect(message.first).to_be_visible()
         shots.take(page, "bad-destination-log")

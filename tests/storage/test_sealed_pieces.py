@@ -97,11 +97,3 @@ def test_missing_and_unsealed_files(tmp_path):
     assert auth.read_sealed_json(uri, SECRET) is None
     with pytest.raises(auth.BrokenSeal, match="missing"):
         auth.read_sealed_json(uri, SECRET, required=True)
-
-
-def test_a_file_another_module_put_is_sealed_in_place_as_it_is(tmp_path):
-    uris = [str(tmp_path / f"{n:05d}.json") for n in range(3)]
-    for n, uri in enumerate(uris):
-        storage.write_bytes(uri, b'{"partition": %d}' % n)
-    auth.seal_in_place(uris, SECRET)
-    assert auth.read_sealed_jsons(uris, SECRET) == [{"partition": n} for n in range(3)]

@@ -12,9 +12,12 @@ A partition is a list of *pieces*, each a run of items of one input:
   file in staging.
 - {"kind": "tree", ...}: a run of files of a project tree (path, size, file number), in path order;
   projects are grouped or split wherever the size budget says.
-Partitions are closed once they hold `partition_bytes`, across input boundaries. Items keep the
+Partitions are closed once they weigh `partition_bytes`, across input boundaries. An item weighs its bytes, or,
+when `cached` says the destination's cache holds its result (a nightly rebuild's unchanged record or file),
+CACHED_COST of them: a rebuild maps a few chunk tasks of similar work, not one per partition of bytes. Items keep the
 gid, source names and line numbers they have in a one-process run (nanodata.pipeline.chunking.sources), so
-how the inputs are cut never changes the output. Planning holds one partition's file list at most.
+how the inputs are cut never changes the output. Planning holds one partition's file list at most. Each file it
+stages (a partition, a seek index, a decompressed piece) is sealed as it is written (nanodata.storage.auth).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunking.reuse import text_content_digest
 from nanodata.pipeline.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+from nanodata.storage.auth import Secret, read_sealed_json, seal_bytes, seal_file
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,9 @@ PARTITIONS = "partitions"   # staging: partitions/NNNNN.json
 DECOMPRESSED = "parts"      # staging: decompressed files, pieces of compressed inputs
 GZ_INDEX = "gzindex"        # staging: gzindex/NNNNN.gzidx, the rapidgzip seek index of gzip input NNNNN
 GZ_READ = 1 << 20
+# what an item whose result the cache holds costs its chunk task against chunking it (its range read, its entry read
+# and checked, its docs scattered: ~1/10 of chunking it, in basic mode at 16,384 tokens)
+CACHED_COST = 0.1
 
 
 def partition_uri(stage: str, number: int) -> str:
@@ -46,33 +54,41 @@ def partition_uri(stage: str, number: int) -> str:
 
 
 class _Planner:
-    def __init__(self, stage: str, partition_bytes: int):
-        self.stage, self.limit = stage, partition_bytes
+    """Partitions as they fill: each closed once it weighs `partition_bytes`, written and sealed at once. cached(content
+    digest): whether the cache holds that item's result (None: every item weighs its bytes)."""
+
+    def __init__(self, stage: str, partition_bytes: int, secret: Secret, cached):
+        self.stage, self.limit, self.secret, self.cached = stage, partition_bytes, secret, cached
         self.pieces: list[dict] = []
         self.problems: list[list[str]] = []
-        self.bytes = 0
+        self.bytes = self.weight = 0
         self.count = 0
         self.total = 0  # bytes of every partition so far
 
     @property
-    def room(self) -> int:
-        return self.limit - self.bytes
+    def room(self) -> float:
+        return self.limit - self.weight
 
-    def add(self, piece: dict, size: int) -> None:
+    def weigh(self, size: int, digest: str | None) -> float:
+        """An item's weight: its bytes, a fraction of them when its result is cached."""
+        return size * CACHED_COST if digest is not None and self.cached is not None and self.cached(digest) else size
+
+    def add(self, piece: dict, size: int, weight: float) -> None:
         self.pieces.append(piece)
         self.bytes += size
+        self.weight += weight
         self.total += size
-        if self.bytes >= self.limit:
+        if self.weight >= self.limit:
             self.close()
 
     def close(self) -> None:
         if not self.pieces and not self.problems:
             return
-        storage.write_bytes(partition_uri(self.stage, self.count),
-                            json.dumps({"partition": self.count, "bytes": self.bytes, "pieces": self.pieces,
-                                        "problems": self.problems}).encode())
+        seal_bytes(partition_uri(self.stage, self.count),
+                   json.dumps({"partition": self.count, "bytes": self.bytes, "weight": round(self.weight),
+                               "pieces": self.pieces, "problems": self.problems}).encode(), self.secret)
         self.count += 1
-        self.pieces, self.problems, self.bytes = [], [], 0
+        self.pieces, self.problems, self.bytes, self.weight = [], [], 0, 0
 
 
 def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
@@ -86,7 +102,7 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
         # `with` closes the reader: one left open at interpreter exit aborts the process (DESIGN.md)
         cores = len(os.sched_getaffinity(0))  # the cores this task gets, not the machine's
         with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=cores) as f:
-            for _, cut in split_at_lines(f, planner.room, planner.limit):
+            for _, cut in split_at_lines(f, planner.room, planner.limit, _line_weigher(planner)):
                 if cut is not None:
                     pieces.append(cut)
             with open(index, "wb") as out:
@@ -103,13 +119,29 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
         log.warning("%s: decompressed size disagrees with the gzip footer; decompressing it to staging instead", uri)
         return False
     index_uri = storage.join_uri(planner.stage, GZ_INDEX, f"{number:05d}.gzidx")
-    storage.write_file(index, index_uri)
+    seal_file(index, index_uri, planner.secret)
     # the same cuts split_at_lines gives the decompressed-file path: planner.room only changes at a partition's close,
     # which a cut causes, so cutting first and adding after gives the same pieces
-    for start, stop, first_line in pieces:
+    for start, stop, first_line, weight in pieces:
         planner.add({"kind": "jsonl", "input": number, "display": uri, "uri": uri, "start": start, "stop": stop,
-                     "first_line": first_line, "gzindex": index_uri}, stop - start)
+                     "first_line": first_line, "gzindex": index_uri}, stop - start, weight)
     return True
+
+
+def _line_weigher(planner: _Planner):
+    """weigh(line) for split_at_lines: a JSONL record's weight (_Planner.weigh of its text's content digest, as the
+    cache keys it); None when nothing is cached (ranges are then cut by bytes)."""
+    if planner.cached is None:
+        return None
+
+    def weigh(line: bytes) -> float:
+        try:
+            text = json.loads(line)["text"]
+        except (ValueError, KeyError, TypeError):  # not a record: the chunk task names the problem
+            return len(line)
+        return planner.weigh(len(line), text_content_digest(text, None) if isinstance(text, str) else None)
+
+    return weigh
 
 
 def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None:
@@ -134,23 +166,23 @@ def _plan_stream(planner: _Planner, number: int, uri: str, scratch: Path, stream
     decompressed once into a decompressed file in staging."""
     base = {"kind": "jsonl", "input": number, "display": uri}
     copy, where = None, seek(0)
-    for data, cut in split_at_lines(stream, planner.room, planner.limit):
+    for data, cut in split_at_lines(stream, planner.room, planner.limit, _line_weigher(planner)):
         if where is None:
             if copy is None:
                 copy = open(scratch / "decompressed.jsonl", "wb")
             copy.write(data)
         if cut is None:
             continue
-        start, stop, first_line = cut
+        start, stop, first_line, weight = cut
         if where is None:
             copy.close()
             copy = None
             target = storage.join_uri(planner.stage, DECOMPRESSED, f"{number:05d}-{planner.count:05d}.jsonl")
-            storage.write_file(scratch / "decompressed.jsonl", target)
+            seal_file(scratch / "decompressed.jsonl", target, planner.secret)
             piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
         else:
             piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line, **where}
-        planner.add(piece, stop - start)
+        planner.add(piece, stop - start, weight)
         where = seek(stop)
 
 
@@ -208,13 +240,13 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
     """A tree's files in partitions: from its listing (with each file's content digest) when planning hashed it,
     else walked here."""
     files: list = []
-    size_sum = 0
+    size_sum = weight_sum = 0
 
     def flush():
-        nonlocal files, size_sum
+        nonlocal files, size_sum, weight_sum
         if files:
-            planner.add({"kind": "tree", "input": number, "root": root, "files": files}, size_sum)
-        files, size_sum = [], 0
+            planner.add({"kind": "tree", "input": number, "root": root, "files": files}, size_sum, weight_sum)
+        files, size_sum, weight_sum = [], 0, 0
 
     k = 0  # file number: counts files only, as sources.tree_items does
     entries = _listed(listing) if listing is not None and listing.is_file() else (
@@ -223,23 +255,27 @@ def _plan_tree(planner: _Planner, number: int, root: str, extensions: tuple[str,
         if isinstance(rel, Problem):
             planner.problems.append([rel.where, rel.reason, rel.status])
             continue
-        if size > planner.limit and (files or planner.pieces):
-            flush()  # a file bigger than a partition gets one of its own: no other partition passes 2x the size
+        weight = planner.weigh(size, digest)
+        if weight > planner.limit and (files or planner.pieces):
+            flush()  # a file heavier than a partition gets one of its own: no other partition passes 2x the weight
             planner.close()
         files.append([rel, size, k, digest])
         k += 1
         size_sum += size
-        if planner.bytes + size_sum >= planner.limit:
+        weight_sum += weight
+        if planner.weight + weight_sum >= planner.limit:
             flush()
     flush()
 
 
 def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extensions: tuple[str, ...],
-                    listings: str | os.PathLike | None = None) -> tuple[int, int]:
+                    listings: str | os.PathLike | None = None, *, secret: Secret, cached=None) -> tuple[int, int]:
     """Write stage/partitions/NNNNN.json for `inputs` ([{"kind": "jsonl" | "tree", "uri"}], in run order:
-    the input number is the position); returns how many there are and their bytes (decompressed). listings: where
-    planning left the trees' listings (listing_path), whose files' digests go into the partitions."""
-    planner = _Planner(stage, partition_bytes)
+    the input number is the position), each sealed with `secret`; returns how many there are and their bytes
+    (decompressed). listings: where planning left the trees' listings (listing_path), whose files' digests go into
+    the partitions. cached(content digest) -> bool: whether the cache holds an item's result, which then weighs
+    CACHED_COST of its bytes (None: every item weighs its bytes, as in a first build)."""
+    planner = _Planner(stage, partition_bytes, secret, cached)
     scratch = Path(tempfile.mkdtemp(prefix="nanodata-plan-"))
     try:
         for number, entry in enumerate(inputs):
@@ -254,11 +290,9 @@ def plan_partitions(inputs: list[dict], stage: str, partition_bytes: int, extens
     return planner.count, planner.total
 
 
-def load_partition(stage: str, number: int) -> dict:
-    data = storage.read_bytes(partition_uri(stage, number))
-    if data is None:
-        raise FileNotFoundError(f"{partition_uri(stage, number)}: partition not planned")
-    return json.loads(data)
+def load_partition(stage: str, number: int, secret: Secret) -> dict:
+    """Partition `number` under its seal (BrokenSeal when it is missing or not as planned)."""
+    return read_sealed_json(partition_uri(stage, number), secret, required=True)
 
 
 def partition_items(partition: dict, max_file_bytes: int | None):

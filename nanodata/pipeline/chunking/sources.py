@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,27 +159,60 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display:
         yield Problem(display, "empty input file", "skipped")
 
 
-def split_at_lines(stream, first_cut: int, every: int):
+def split_at_lines(stream, first_cut: float, every: float, weigh=None):
     """Cut a byte stream into line-aligned ranges, streaming: yield (data, range) pairs where `data` is
-    the stream's next bytes and `range`, when not None, is the (start, stop, first_line) of a range
-    ending with them. The first range ends at the first line end at or after byte `first_cut`,
-    each later one `every` bytes further on; an empty stream is one empty range."""
+    the stream's next bytes and `range`, when not None, is the (start, stop, first_line, weight) of a range
+    ending with them. The first range ends at the first line end where its weight reaches `first_cut`, each later
+    one where its own reaches `every`; an empty stream is one empty range. A range weighs its bytes, or, given
+    weigh(line) -> a line's weight, the sum of its lines' (read line by line then)."""
+    if weigh is not None:
+        yield from _split_weighed(stream, first_cut, every, weigh)
+        return
     start, first_line, pos, lines, target = 0, 1, 0, 0, first_cut
     while block := stream.read(READ_BLOCK):
         i = 0
-        while (rel := max(target - 1 - pos, i)) < len(block):
+        while (rel := max(math.ceil(target) - 1 - pos, i)) < len(block):
             newline = block.find(b"\n", rel)
             if newline < 0:
                 break
             lines += block.count(b"\n", i, newline + 1)
             stop = pos + newline + 1
-            yield block[i:newline + 1], (start, stop, first_line)
+            yield block[i:newline + 1], (start, stop, first_line, stop - start)
             start, first_line, target, i = stop, lines + 1, stop + every, newline + 1
         lines += block.count(b"\n", i)
         yield block[i:], None
         pos += len(block)
     if pos > start or pos == 0:
-        yield b"", (start, pos, first_line)
+        yield b"", (start, pos, first_line, pos - start)
+
+
+def _split_weighed(stream, first_cut: float, every: float, weigh):
+    start = pos = 0
+    first_line = line = 1  # the range's first line; the next line's number
+    weight, target = 0, first_cut
+    for data in _lines(stream):
+        pos += len(data)
+        line += 1
+        weight += weigh(data)
+        if weight >= target:
+            yield data, (start, pos, first_line, weight)
+            start, first_line, weight, target = pos, line, 0, every
+        else:
+            yield data, None
+    if pos > start or pos == 0:
+        yield b"", (start, pos, first_line, weight)
+
+
+def _lines(stream):
+    """A stream's lines, each with its newline (the last may have none), read a block at a time."""
+    rest = b""
+    while block := stream.read(READ_BLOCK):
+        lines = (rest + block).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 # ---------------------------------------------------------------- project trees
