@@ -142,7 +142,7 @@ class FileWorker:
         docs = chunker.docs(gid, source)
         stats = file_stats(fu.whole_text(), [d.text for d in docs],
                            {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
-                            "cut_docs": sum(d.cut for d in docs)})
+                            "cut_docs": sum(d.cut for d in docs)}, [d.lines for d in docs])
         return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, self.mode) for d in docs], rank=rank,
                           project=project, stats=stats, source=source)
 
