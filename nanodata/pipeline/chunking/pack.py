@@ -351,10 +351,13 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
         end = max(int(np.searchsorted(tokens_at, base + limit, side="right")), start + 1)
         if end < len(lines):
             end = _before_text(lines, start, _cut_at(lines, depths, start, end))
-        while end > start + 1 and counter.count("".join(lines[start:end])) > limit:
-            end = _before_text(lines, start, end - 1)
         piece = "".join(lines[start:end])
-        pieces.append((piece, counter.count(piece)))
+        tokens = counter.count(piece)
+        while end > start + 1 and tokens > limit:
+            end = _before_text(lines, start, end - 1)
+            piece = "".join(lines[start:end])
+            tokens = counter.count(piece)
+        pieces.append((piece, tokens))
         start = end
     return pieces
 
