@@ -2,8 +2,10 @@
 (syntax.export_macros) as by a search of EXPORT_MACRO, a file's encoding kept for its segments' counts
 (pack.Counter.token_ends), units' lines read off per-segment bounds (units.FileUnits.lines_of), lines kept read
 off the docs' bodies (fidelity.file_stats) as counting them one by one gives, and plain data's fields checked in
-bulk (storage.plain) with the values and errors one converter per field gives."""
+bulk (storage.plain) with the values and errors one converter per field gives. And a pass's frozen heap
+(pipeline._heap_frozen) is the caller's again once it ends."""
 
+import gc
 from dataclasses import dataclass
 
 import pytest
@@ -11,6 +13,7 @@ from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from nanodata.pipeline.chunking import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import CUTS, _every_line_held, file_stats
 from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc, whole_file
 from nanodata.pipeline.chunking.pack import Counter, counter_for
@@ -96,6 +99,24 @@ def test_lines_held_by_the_bodies_are_the_lines_counted():
             shown += _every_line_held(lines, texts, bodies)
             assert not _every_line_held(lines, lost, bodies) and not _every_line_held(lines, joined, bodies)
     assert shown >= len(REAL_FILES)
+
+
+def test_a_pass_leaves_the_heap_as_it_found_it(tmp_path):
+    """A pass freezes the heap it starts with and unfreezes it when it ends; a heap its caller froze stays frozen."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.cpp").write_text("int g();\nint f() { return g(); }\n")
+    settings = {"mode": "compilable", "filters": "none", "redact": "none", "dedup": "exact"}
+    assert gc.get_freeze_count() == 0
+    chunk_to_jsonl(tmp_path / "a.jsonl", project_dirs=[tmp_path / "p"], **settings)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        chunk_to_jsonl(tmp_path / "b.jsonl", project_dirs=[tmp_path / "p"], **settings)
+        assert gc.get_freeze_count() == frozen > 0
+    finally:
+        gc.unfreeze()
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
 
 
 @dataclass
