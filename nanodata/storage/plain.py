@@ -29,6 +29,8 @@ MAGIC = b"npd1"
 HEADER = len(MAGIC) + 8 + 8
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
+# json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once, not per value
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _only(values, kinds: frozenset) -> bool:
@@ -452,8 +454,7 @@ class Codec:
     def encode(self, value) -> bytes:
         out = _Out()
         top = self.root.enc(value, out)
-        body = json.dumps([top, [len(b) for b in out], out.shared], ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode("utf-8", "surrogatepass")
+        body = _JSON.encode([top, [len(b) for b in out], out.shared]).encode("utf-8", "surrogatepass")
         return b"".join([MAGIC, self.fingerprint, len(body).to_bytes(8, "little"), body, *out])
 
     def decode(self, data: bytes | memoryview):

@@ -62,16 +62,38 @@ EXAMPLES = "type_cycle_examples"   # "SOURCE: X before B": the first few such ty
 EXAMPLES_KEPT = 10
 
 
-def file_stats(source: str, docs: list[str], cuts: dict) -> dict:
+def _every_line_held(lines: list[str], docs: list[str], bodies: list) -> bool:
+    """Do the docs hold every line of the file as written, by their bodies (each doc's (first, last) lines of the
+    file, or None)? Yes when the bodies tile the file's lines and each doc, ending its last line, holds its body's
+    lines whole (a substring from a line start): then each line of the file has a line of its own in the docs, and
+    _kept would count them all. False when that is not shown (docs reordered, a line cut), not when lines are lost."""
+    held = sorted((body, doc) for body, doc in zip(bodies, docs, strict=True) if body is not None)
+    if not held or held[0][0][0] != 1 or held[-1][0][1] != len(lines) or not all(d.endswith("\n") for d in docs):
+        return False
+    expected = 1
+    for (first, last), doc in held:
+        if first != expected or last < first:
+            return False
+        body = "\n".join(lines[first - 1:last]) + "\n"
+        if not (doc.startswith(body) or "\n" + body in doc):
+            return False
+        expected = last + 1
+    return True
+
+
+def file_stats(source: str, docs: list[str], cuts: dict, bodies: list | None = None) -> dict:
     """One file's figures: its lines and how many its docs keep as written, its docs and how many
-    balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any)."""
+    balance, and what had to be cut by lines (`cuts`: the counts named in CUTS, and EXAMPLES if any).
+    bodies: each doc's (first, last) lines of the file (pack.Doc.lines), when known: where they show every line
+    held, lines are not counted one by one."""
     examples = {EXAMPLES: cuts[EXAMPLES]} if cuts.get(EXAMPLES) else {}
     if docs == [source]:  # emitted whole, the file as written: every line kept, and whether it balances is the
         lines = source.count("\n") + (not source.endswith("\n"))  # file's own (nothing lexed: the fast path)
         return {"lines": lines, "lines_kept": lines, "docs": 1, "balanced_docs": 1, **{k: cuts[k] for k in CUTS},
                 **examples}
     lines = source_lines(source) if source.strip() else []  # (a file of whitespace makes no doc: nothing to keep)
-    return {"lines": len(lines), "lines_kept": _kept(lines, docs), "docs": len(docs),
+    kept = len(lines) if lines and bodies is not None and _every_line_held(lines, docs, bodies) else _kept(lines, docs)
+    return {"lines": len(lines), "lines_kept": kept, "docs": len(docs),
             "balanced_docs": sum(map(balanced, docs)), **{k: cuts[k] for k in CUTS}, **examples}
 
 

@@ -39,6 +39,7 @@ from nanodata.pipeline.chunking.stored import BARE_UNIT
 from nanodata.storage.files import commit, temp_name
 
 CACHE_ENTRIES = 50_000   # per lookup cache in an emitting process; cleared when full
+_MISSING = object()   # a lookup not cached yet (None is an answer: nothing or ambiguous)
 SQLITE_CACHE_KIB = 64 * 1024
 
 STORE_SCHEMA = """
@@ -326,9 +327,10 @@ class GlobalIndex:
     def resolve(self, kind: str, name: str, gid: int, qualifiers: tuple = (), context: tuple = ()):
         """The one definition (gid, uid) of `name` that file `gid` sees (see the module doc), or None.
         qualifiers: the use's scopes when always qualified; context: the classes the use sits in."""
-        view = self.view(gid)
-        return self._cached(self._resolved, (view, kind, name, qualifiers, context),
-                            lambda: self._resolve(view, kind, name, qualifiers, context))
+        view = self._views.get(gid) or self.view(gid)  # (dict lookups first: most calls are hits)
+        key = (view, kind, name, qualifiers, context)
+        found = self._resolved.get(key, _MISSING)
+        return found if found is not _MISSING else self._cached(self._resolved, key, lambda: self._resolve(*key))
 
     def _resolve(self, view: tuple, kind: str, name: str, qualifiers: tuple, context: tuple):
         project, deps = view

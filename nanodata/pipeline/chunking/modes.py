@@ -114,9 +114,9 @@ class Chunker:
             whole.source = source
             return [whole]
         preamble = self.packer.preamble(f)  # context for later docs: every unit is packed in place too
-        others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function"]
         if self.mode == "basic":
             return self.packer.pack([[(f, u)] for u in range(len(fu.units))], preamble, source)
+        others = [(f, u) for u, unit in enumerate(fu.units) if unit.kind != "function"]
         functions = self.functions_callees_first(f)
         if self.mode == "dep-aware":
             return self.packer.pack([[ref] for ref in others + functions], preamble, source)

@@ -109,8 +109,10 @@ class Counter:
     def count_batch(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
-        bounds = np.cumsum([len(t.encode("utf-8")) for t in texts])
-        ends = self.token_ends("".join(texts))
+        joined = "".join(texts)
+        sizes = (map(len, texts) if joined.isascii() else (len(t.encode("utf-8")) for t in texts))  # in bytes
+        bounds = np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(texts)))
+        ends = self.token_ends(joined)
         tokens_before = np.searchsorted(ends, bounds, side="right")
         if np.all(tokens_before > 0) and np.array_equal(ends[tokens_before - 1], bounds):
             return np.diff(tokens_before, prepend=0).tolist()
@@ -349,10 +351,13 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
         end = max(int(np.searchsorted(tokens_at, base + limit, side="right")), start + 1)
         if end < len(lines):
             end = _before_text(lines, start, _cut_at(lines, depths, start, end))
-        while end > start + 1 and counter.count("".join(lines[start:end])) > limit:
-            end = _before_text(lines, start, end - 1)
         piece = "".join(lines[start:end])
-        pieces.append((piece, counter.count(piece)))
+        tokens = counter.count(piece)
+        while end > start + 1 and tokens > limit:
+            end = _before_text(lines, start, end - 1)
+            piece = "".join(lines[start:end])
+            tokens = counter.count(piece)
+        pieces.append((piece, tokens))
         start = end
     return pieces
 

@@ -19,7 +19,9 @@ results come back in input order.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import logging
 import os
 import shutil
@@ -146,7 +148,7 @@ class FileWorker:
         resolver = pull_changes(chunker.index, gid, source, self.mode) if self.clang is not None else None
         stats = file_stats(fu.whole_text(), [d.text for d in docs],
                            {**chunker.packer.stats, "parse_error_regions": fu.parse_error_regions,
-                            "cut_docs": sum(d.cut for d in docs)})
+                            "cut_docs": sum(d.cut for d in docs)}, [d.lines for d in docs])
         return FileResult(gid, size, fu.syntax_errors, [doc_line_of(d, self.mode) for d in docs], rank=rank,
                           project=project, stats=stats, source=source, resolver=resolver)
 
@@ -292,10 +294,31 @@ def _bytes_of(item) -> int:
     return item.size if isinstance(item, SourceFile) else len(item[5])
 
 
+@contextlib.contextmanager
+def _heap_frozen():
+    """What is alive when a pass starts (modules, the tokenizer's tables, the caller's state) lives through it, so it
+    is frozen for the pass (gc.freeze; forked workers inherit it): the collector's full passes, about one per second
+    of chunking, would otherwise walk all of it each time (a few percent of a run). Unfrozen after, so nothing that
+    dies in a cycle meanwhile outlives the pass. A process that froze its heap itself keeps it as it is."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _ordered_map(function, kind: str, items, settings: dict, workers: int):
     """function(item, its entry fetched ahead or None) for each item, in input order; Problems pass straight
     through; bounded in flight. With a cache on gs://, the entries of the `kind` pass are fetched ahead
     (reuse.FileCache.ahead) here, while the workers chunk."""
+    with _heap_frozen():
+        yield from _mapped(function, kind, items, settings, workers)
+
+
+def _mapped(function, kind: str, items, settings: dict, workers: int):
     cache: FileCache | None = settings.get("cache")
     jobs = (((item, None) for item in items) if cache is None
             else cache.ahead(items, functools.partial(_key_ahead, settings, kind)))

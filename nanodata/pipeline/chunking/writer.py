@@ -34,6 +34,7 @@ from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
 from nanodata.ranges import ROW_GROUP_SIZE
 from nanodata.storage.files import atomic_write, commit, commit_together, disk_errors, temp_name
 
+_json_str = json.encoder.encode_basestring  # a str as json.dumps(..., ensure_ascii=False) writes it
 CONVERT_BLOCK = 1 << 20  # bytes of lines handed to to-parquet's converter at a time (--parquet-dir)
 
 
@@ -41,11 +42,11 @@ def doc_line_of(doc: Doc, mode: str) -> DocLine:
     """A doc's output line, made once (in the worker that made the doc, and kept in its file's cache entry): the
     JSON object {"text", "n_tokens", "mode", "source", "lines", "kind"} in two pieces around its source, which is
     the run's (output_line puts it in), with its text's digest."""
-    head = json.dumps({"text": doc.text, "n_tokens": doc.tokens, "mode": mode}, ensure_ascii=False)[:-1]
-    tail = json.dumps({"lines": list(doc.lines) if doc.lines is not None else None, "kind": doc.kind},
-                      ensure_ascii=False)[1:]
-    return DocLine(f'{head}, "source": '.encode(), f", {tail}\n".encode(), digest_of(doc.text), doc.tokens,
-                   doc.kind == "split")
+    # what json.dumps(..., ensure_ascii=False) writes, by its own string encoder (no encoder object per doc)
+    lines = "null" if doc.lines is None else f"[{int(doc.lines[0])}, {int(doc.lines[1])}]"
+    head = f'{{"text": {_json_str(doc.text)}, "n_tokens": {int(doc.tokens)}, "mode": {_json_str(mode)}, "source": '
+    tail = f', "lines": {lines}, "kind": {_json_str(doc.kind)}}}\n'
+    return DocLine(head.encode(), tail.encode(), digest_of(doc.text), doc.tokens, doc.kind == "split")
 
 
 def output_line(doc: DocLine, source: str) -> bytes:

@@ -1,8 +1,11 @@
 """The chunker's shortcuts answer exactly as the rules they stand for: export macros found from their class keys
 (syntax.export_macros) as by a search of EXPORT_MACRO, a file's encoding kept for its segments' counts
-(pack.Counter.token_ends), units' lines read off per-segment bounds (units.FileUnits.lines_of), and plain data's
-fields checked in bulk (storage.plain) with the values and errors one converter per field gives."""
+(pack.Counter.token_ends), units' lines read off per-segment bounds (units.FileUnits.lines_of), lines kept read
+off the docs' bodies (fidelity.file_stats) as counting them one by one gives, and plain data's fields checked in
+bulk (storage.plain) with the values and errors one converter per field gives. And a pass's frozen heap
+(pipeline._heap_frozen) is the caller's again once it ends."""
 
+import gc
 from dataclasses import dataclass
 
 import pytest
@@ -10,7 +13,9 @@ from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking.modes import as_doc, whole_file
+from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunking.fidelity import CUTS, _every_line_held, file_stats
+from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc, whole_file
 from nanodata.pipeline.chunking.pack import Counter, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.stored import UNITS
@@ -71,6 +76,47 @@ def test_lines_of_are_the_segments_lines():
             expected = (min(first[s] for s in held), max(first[s] + fu.texts[s].count("\n") - 1 for s in held)) \
                 if held else None
             assert fu.lines_of(unit.segments) == expected, name
+
+
+def test_lines_held_by_the_bodies_are_the_lines_counted():
+    """file_stats given the docs' bodies says every line is kept only where counting them says so: docs as the
+    chunker cuts them (basic: bodies tile the file), reordered (dep-aware: not shown, counted), and docs that lose
+    a line or end one inside a doc (the next doc's first line would join it)."""
+    counter, cuts = counter_for("cl100k_base"), dict.fromkeys(CUTS, 0)
+    shown = 0
+    for name, text in REAL_FILES.items():
+        for mode, budget in (("basic", 128), ("basic", 1024), ("dep-aware", 256)):
+            fu = parse_units(text, counter.count_batch, mode != "basic", budget)
+            docs = Chunker(mode, budget, counter, Index({0: fu})).docs(0, name)
+            texts, bodies, source = [d.text for d in docs], [d.lines for d in docs], fu.whole_text()
+            if len(docs) < 2:
+                continue
+            lost = [*texts[:-1], texts[-1][:texts[-1].rstrip("\n").rfind("\n") + 1]]   # its last line gone
+            joined = [texts[0].rstrip("\n"), *texts[1:]]   # its first doc's last line joins the next doc's first
+            for variant in (texts, lost, joined):
+                assert file_stats(source, variant, cuts, bodies) == file_stats(source, variant, cuts), (name, mode)
+            lines = source.split("\n")[:-1]
+            shown += _every_line_held(lines, texts, bodies)
+            assert not _every_line_held(lines, lost, bodies) and not _every_line_held(lines, joined, bodies)
+    assert shown >= len(REAL_FILES)
+
+
+def test_a_pass_leaves_the_heap_as_it_found_it(tmp_path):
+    """A pass freezes the heap it starts with and unfreezes it when it ends; a heap its caller froze stays frozen."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.cpp").write_text("int g();\nint f() { return g(); }\n")
+    settings = {"mode": "compilable", "filters": "none", "redact": "none", "dedup": "exact"}
+    assert gc.get_freeze_count() == 0
+    chunk_to_jsonl(tmp_path / "a.jsonl", project_dirs=[tmp_path / "p"], **settings)
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        chunk_to_jsonl(tmp_path / "b.jsonl", project_dirs=[tmp_path / "p"], **settings)
+        assert gc.get_freeze_count() == frozen > 0
+    finally:
+        gc.unfreeze()
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
 
 
 @dataclass
