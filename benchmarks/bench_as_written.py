@@ -19,7 +19,7 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.fidelity import source_lines
 from nanodata.pipeline.chunking.modes import as_doc
 from nanodata.settings import CPP_EXTENSIONS

@@ -50,7 +50,7 @@ REFERENCE = "b6cbf20"
 CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 root, mode, out, max_tokens = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 import nanodata
 assert nanodata.__file__.startswith(sys.argv[1]), nanodata.__file__

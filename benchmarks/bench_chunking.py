@@ -36,7 +36,7 @@ from pathlib import Path
 import tree_sitter_cpp
 from tree_sitter import Language, Parser
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.modes import as_doc
 from nanodata.settings import CPP_EXTENSIONS
 from nanodata.tokenizer import load

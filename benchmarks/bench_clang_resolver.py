@@ -1,4 +1,4 @@
-"""The clang resolver's file pass (chunking.clangindex) against the names resolver's, on real trees.
+"""The clang resolver's file pass (chunkbuild.clangindex) against the names resolver's, on real trees.
 
 Per tree, every C++ file (headers included: the chunker parses each file on its own), one process, CPU time
 (process_time: libclang's parse runs in a thread of this process), each printed beside its reference from the same
@@ -39,13 +39,13 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from nanodata.pipeline.chunking import clangindex as cx
-from nanodata.pipeline.chunking.config import ChunkConfig
-from nanodata.pipeline.chunking.globalindex import definitions
+from nanodata.pipeline.chunkbuild import clangindex as cx
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.globalindex import definitions
+from nanodata.pipeline.chunkbuild.pipeline import FileWorker
+from nanodata.pipeline.chunkbuild.sources import Problem, tree_files, tree_item
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
-from nanodata.pipeline.chunking.pipeline import FileWorker
-from nanodata.pipeline.chunking.sources import Problem, tree_files, tree_item
 from nanodata.pipeline.chunking.syntax import parse_tree
 from nanodata.settings import CPP_EXTENSIONS
 

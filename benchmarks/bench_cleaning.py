@@ -49,9 +49,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.sources import Problem, tree_files
 from nanodata.pipeline.chunking.pack import counter_for
-from nanodata.pipeline.chunking.sources import Problem, tree_files
 from nanodata.pipeline.cleaning.decontaminate import Decontaminator
 from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, DEFAULT_FILTERS, make_filters
 from nanodata.pipeline.cleaning.redact import DEFAULT_REDACT, Redactor

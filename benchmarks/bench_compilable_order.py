@@ -45,7 +45,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import nanodata
 assert nanodata.__file__.startswith(sys.argv[1]), nanodata.__file__
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 chunk_to_jsonl(sys.argv[3], project_dirs=[sys.argv[2]], mode="compilable", max_tokens=int(sys.argv[4]), workers=1)
 """
 

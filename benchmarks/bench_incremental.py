@@ -254,8 +254,8 @@ def headers_tree(root: Path, n: int) -> None:
 def chunk_pass(items: list, settings: dict, workers: int = 1) -> tuple[float, dict]:
     """Seconds of a chunk task's work on one partition (its files through the cache, their docs staged), and its
     reuse counts with this process's CPU seconds (`cpu`)."""
-    from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, stage_docs
-    from nanodata.pipeline.chunking.reuse import totals
+    from nanodata.pipeline.chunkbuild.pipeline import Tally, chunk_items, stage_docs
+    from nanodata.pipeline.chunkbuild.reuse import totals
 
     tally = Tally()
     started, cpu = time.perf_counter(), time.process_time()
@@ -272,8 +272,8 @@ def gcs_reuse(work: Path) -> bool:
     import dataclasses
 
     from nanodata.jobs.cpp_corpus import SETTING_NAMES
-    from nanodata.pipeline.chunking.config import ChunkConfig
-    from nanodata.pipeline.chunking.sources import hashed_tree_files, tree_item
+    from nanodata.pipeline.chunkbuild.config import ChunkConfig
+    from nanodata.pipeline.chunkbuild.sources import hashed_tree_files, tree_item
     from nanodata.testing.emulator import GcsEmulator
     from nanodata.testing.latency import METADATA_IN_MEMORY, LatencyProxy
 

@@ -618,7 +618,7 @@ def exact_j(a: np.ndarray, b: np.ndarray) -> float:
 def corpus_files(roots: list[Path]) -> list[tuple[str, str]]:
     """(source, text) of every file a chunk run over these project dirs reads, in its input order, named as its
     docs and near-dedup's summary name them and read as it reads them (this checkout's tree_items, load_text)."""
-    from nanodata.pipeline.chunking.sources import SourceFile, load_text, tree_items
+    from nanodata.pipeline.chunkbuild.sources import SourceFile, load_text, tree_items
     from nanodata.settings import CPP_EXTENSIONS
 
     files = []
@@ -684,7 +684,7 @@ def plant(files: list[tuple[str, str]], sets: list[np.ndarray], root: Path, coun
 def near_run(plan: dict) -> dict:
     """In a child (this checkout's nanodata, or the old rule's through PYTHONPATH): chunk_to_jsonl --dedup near
     over the plan's project dirs; every removed file with its twin and their edge's estimate."""
-    from nanodata.pipeline.chunking import chunk_to_jsonl
+    from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
     near.EXAMPLES_KEPT = 1 << 40  # the summary names every removed file (it names 1000 otherwise)
     with tempfile.TemporaryDirectory(prefix="near-scored-") as tmp:

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 # real trees torch's wheel ships (found without importing torch)
 SITE = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include"

@@ -16,7 +16,7 @@ from pathlib import Path
 import zstandard
 from bench_parquet import write_chunker_like_jsonl
 
-from nanodata.pipeline.chunking import partitions as parts
+from nanodata.pipeline.chunkbuild import partitions as parts
 from nanodata.storage.auth import load_secret
 
 SIZE_MB = 150

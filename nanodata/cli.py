@@ -19,7 +19,7 @@ COMMANDS = {
     "download": ("nanodata.pipeline.download", "download pretraining parquet shards over HTTP (retries, atomic, verified)"),
     "tokenizer": ("nanodata.pipeline.tokenizer_train", "train a BPE tokenizer on a parquet corpus"),
     "pretokenize": ("nanodata.pipeline.pretokenize", "tokenize a parquet corpus into .npy token shards (DataLoaderLite)"),
-    "chunk": ("nanodata.pipeline.chunking.cli", "chunk C++ sources at function boundaries into JSONL docs (or parquet shards)"),
+    "chunk": ("nanodata.pipeline.chunkbuild.cli", "chunk C++ sources at function boundaries into JSONL docs (or parquet shards)"),
     "to-parquet": ("nanodata.pipeline.to_parquet", "convert chunker JSONL into shuffled parquet shards + manifest"),
     "sync": ("nanodata.corpus.dirsync", "copy a corpus between a local dir and gs://bucket/prefix"),
     "report": ("nanodata.report.corpus_report", "write a build report (counts, plots) for a corpus directory"),

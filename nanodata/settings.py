@@ -4,7 +4,7 @@ carry their type, default, range or choices, help, form title and *scope*.
 Everything else is derived from these fields, never typed again:
 - `nanodata chunk`'s flags (`add_flags`: --name-with-dashes, the help, the default, the range check);
 - the corpus DAG's Params and their trigger form (`param_specs`: type, default, bounds or enum, title, help);
-- the worker's checked copy (`nanodata.pipeline.chunking.config.ChunkConfig`, a subclass that builds the
+- the worker's checked copy (`nanodata.pipeline.chunkbuild.config.ChunkConfig`, a subclass that builds the
   cleaning stages and the cache from them);
 - what keys the output (`decisive`): a setting of scope FILE decides each file's result, so it is in the cache's
   settings digest and in the build key; one of scope CORPUS decides the corpus but not a file's result (which files

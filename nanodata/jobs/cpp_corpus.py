@@ -1,7 +1,7 @@
 """The C++ corpus build: plan → [parse (mapped) → index] → chunk (mapped) → [near (mapped) → settle] → route
 → bucket (mapped) → shard (mapped) → publish → report → cleanup.
 
-`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunking.partitions)
+`plan` cuts the inputs into partitions of about `partition_mb` MB (nanodata.pipeline.chunkbuild.partitions)
 and picks the number of dedupe buckets from the input size. Global modes (cross-file, project, compilable)
 first parse each partition into a unit store, reduce the stores to one index, then emit; local modes emit
 straight away (parse and index have nothing to do). With near-dedup (the default), the pass that reads each file
@@ -22,7 +22,7 @@ step can make it (a unit store, the index, any step's own summary), else the ste
 what to delete (nanodata.jobs.stage.broken_seals).
 
 Nightly rebuilds cost what changed: the file passes go through the destination's per-file cache (DEST/.cache/,
-nanodata.pipeline.chunking.reuse), so a file whose content and settings are unchanged is not chunked again (in the
+nanodata.pipeline.chunkbuild.reuse), so a file whose content and settings are unchanged is not chunked again (in the
 global modes, a project none of whose visible files changed is not re-emitted); plan hands each tree file's
 content digest to its task, so such a file is not even read. The tail runs whole over every doc, reused or new:
 the corpus is byte-identical to a build into an empty destination. cleanup records the keys the build used and
@@ -67,7 +67,7 @@ from nanodata.jobs.stage import (
     summary_uri,
     timing_uri,
 )
-from nanodata.pipeline.chunking import partitions as parts
+from nanodata.pipeline.chunkbuild import partitions as parts
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.ranges import CACHE_GRACE_HOURS, CACHE_KEEP, PARTITION_MB, ROWS_PER_FILE, SHARD_MB, VAL_FRACTION
 from nanodata.settings import SETTINGS, ChunkSettings
@@ -162,7 +162,7 @@ def _cached(settings: dict, dest: str, secret: Secret):
     file or record of that content, as far as the builds it keeps a record of used it (EntryStore.recorded: one small
     read, no listing). None when it holds none (a first build, or reuse off): every item then weighs its bytes. The
     records are not authenticated: one edited can change how the work is cut, never the corpus."""
-    from nanodata.pipeline.chunking.config import ChunkConfig
+    from nanodata.pipeline.chunkbuild.config import ChunkConfig
     from nanodata.storage.entries import EntryStore
 
     if not settings.get("reuse", True):
@@ -291,7 +291,7 @@ def _settings(params: dict, ref: dict, reuse: bool, secret: Secret) -> dict:
     """What a worker needs, checked as `nanodata chunk` checks its flags (params: settings by name, as
     nanodata.settings.from_params gives the DAG's Params); the per-file cache the plan named (ref["cache"]), its
     entries authenticated with `secret`. reuse=False: every file chunked again, its entry refreshed."""
-    from nanodata.pipeline.chunking.config import ChunkConfig
+    from nanodata.pipeline.chunkbuild.config import ChunkConfig
 
     unknown = set(params) - SETTING_NAMES
     if unknown:
@@ -317,7 +317,7 @@ def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dic
 def _each_partition(stage: str, batch: int, kind: str, work, secret: Secret) -> dict:
     """Run work(partition, tmp dir) -> summary for each partition of a batch not yet done (stage.each_item); the
     summary (kind/NNNNN.json) is written after the partition's data. Returns the batch's totals."""
-    from nanodata.pipeline.chunking.reuse import totals as reuse_totals
+    from nanodata.pipeline.chunkbuild.reuse import totals as reuse_totals
 
     totals: dict = {"partitions": 0, "files_read": 0, "bytes_read": 0, "files_skipped": 0, "files_failed": 0,
                     "docs": 0, "tokens": 0, "doc_bytes": 0}
@@ -377,7 +377,7 @@ def parse_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
 
 def _parse_work(stage: str, settings: dict, max_file_bytes: int | None, secret: Secret):
     """work(partition, tmp) -> summary: a partition parsed into its unit store, staged with its seal."""
-    from nanodata.pipeline.chunking.pipeline import Tally, parse_items
+    from nanodata.pipeline.chunkbuild.pipeline import Tally, parse_items
 
     def work(partition, tmp):
         store = tmp / "units.sqlite"
@@ -498,7 +498,7 @@ def index(planned: dict, reuse: bool = True, cache_secret: Secret | str | None =
 def _make_index(stage: str, key: str, secret: Secret, reparse, rebuilt: list) -> None:
     """index/index.sqlite from every partition's unit store (reparse(number) for one that fails its seal, noted in
     `rebuilt`), sealed, then its summary."""
-    from nanodata.pipeline.chunking.globalindex import build_index
+    from nanodata.pipeline.chunkbuild.globalindex import build_index
 
     plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
     with _timed(stage, "index", secret), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
@@ -526,9 +526,9 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     chunked again. params, reuse, cache_secret: as parse_batch's. Global modes: the partition's unit store and the
     index are used only when their seals hold; one that does not is made again here (parsed again; the index
     rebuilt), named in the summary's `staged_rebuilt`."""
-    from nanodata.pipeline.chunking.clangpass import add_resolver
-    from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, emit_store, stage_docs
-    from nanodata.pipeline.chunking.reuse import with_parse
+    from nanodata.pipeline.chunkbuild.clangpass import add_resolver
+    from nanodata.pipeline.chunkbuild.pipeline import Tally, chunk_items, emit_store, stage_docs
+    from nanodata.pipeline.chunkbuild.reuse import with_parse
 
     secret = load_secret(cache_secret)
     settings = _settings(params, ref, reuse, secret)
@@ -714,7 +714,7 @@ def partition_summaries(stage: str, secret: Secret | str | None = None) -> tuple
 def reuse_stats(summaries: list[dict], cache: str | None = None) -> dict:
     """Files reused from the cache or chunked, with their bytes and the corrupt entries rebuilt: in total and per
     project (the chunk tasks' counts), and the cache's size now when `cache` (its URI) is given."""
-    from nanodata.pipeline.chunking.reuse import merge, totals
+    from nanodata.pipeline.chunkbuild.reuse import merge, totals
     from nanodata.storage.entries import EntryStore
 
     by_project = merge(s.get("reuse", {}) for s in summaries)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.partitions import listing_path
-from nanodata.pipeline.chunking.reuse import CHUNK_FORMAT
-from nanodata.pipeline.chunking.sources import Problem, hashed_tree_files, is_jsonl
+from nanodata.pipeline.chunkbuild.partitions import listing_path
+from nanodata.pipeline.chunkbuild.reuse import CHUNK_FORMAT
+from nanodata.pipeline.chunkbuild.sources import Problem, hashed_tree_files, is_jsonl
 from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join

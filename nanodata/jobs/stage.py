@@ -2,10 +2,10 @@
 
     DEST/builds/<key>/                      the committed corpus (manifest.json, shards, _COMPLETE, report/)
     DEST/latest.json                        the build the destination serves
-    DEST/.cache/                            each file's reusable result (nanodata.pipeline.chunking.reuse)
+    DEST/.cache/                            each file's reusable result (nanodata.pipeline.chunkbuild.reuse)
     DEST/.staging/<key>/s<FORMAT>-p<MB>/    one build's intermediates, for one partition size:
         plan.json                           what plan decided (written last)
-        partitions/NNNNN.json, gzindex/, parts/   the cut inputs (nanodata.pipeline.chunking.partitions)
+        partitions/NNNNN.json, gzindex/, parts/   the cut inputs (nanodata.pipeline.chunkbuild.partitions)
         units/NNNNN.sqlite + .mac + .json   global modes: a partition's parsed units, their seal (a keyed MAC:
                                             nanodata.storage.auth), its summary
         index/index.sqlite + .mac, summary.json   global modes: the reduce

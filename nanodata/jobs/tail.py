@@ -51,7 +51,7 @@ from nanodata.jobs.stage import (
     item_uris,
     plan_uri,
 )
-from nanodata.pipeline.chunking.writer import from_staged, staged_gid
+from nanodata.pipeline.chunkbuild.writer import from_staged, staged_gid
 from nanodata.pipeline.dedup.exact import first_occurrences
 from nanodata.pipeline.dedup.near import is_removed
 from nanodata.pipeline.shard_stats import shard_stats

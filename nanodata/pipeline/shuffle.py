@@ -38,7 +38,7 @@ FILE_BYTES = 512 << 20      # of JSON lines per parquet file (about 4x less once
 
 
 def text_digest(text: bytes) -> bytes:
-    """The content digest: the chunker's dedupe key (nanodata.pipeline.chunking.writer)."""
+    """The content digest: the chunker's dedupe key (nanodata.pipeline.chunkbuild.writer)."""
     return content_hash(text)
 
 

@@ -91,7 +91,7 @@ def report_extras(stage: str, cache_secret: Secret | str | None = None) -> dict:
 def clang_stats(summaries: list[dict]) -> dict | None:
     """--resolver clang: per project, the files resolved by clang or by names (why), references bound, and pulls
     against names, summed over the chunk tasks' summaries; None when no file went through clang's pass."""
-    from nanodata.pipeline.chunking.clangpass import add_resolver
+    from nanodata.pipeline.chunkbuild.clangpass import add_resolver
 
     by_project: dict = {}
     for summary in summaries:
@@ -119,7 +119,7 @@ def near_duplicates(stage: str, buckets: list[dict], secret: Secret) -> dict | N
 def too_big_files(plan_: dict, summaries: list[dict]) -> dict | None:
     """The files the build skipped for its max_file_bytes, from the partitions' summaries, as the report shows
     them ({"max_file_bytes", "files", "listed": the first TOO_BIG_KEPT}); None when the build set no limit."""
-    from nanodata.pipeline.chunking.pipeline import TOO_BIG_KEPT
+    from nanodata.pipeline.chunkbuild.pipeline import TOO_BIG_KEPT
 
     limit = plan_.get("params", {}).get("max_file_bytes")
     if limit is None:

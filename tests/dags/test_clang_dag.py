@@ -7,7 +7,7 @@ from pathlib import Path
 from dag_data import run_steps
 
 from nanodata.jobs import cpp_corpus
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.report import build_stats
 from nanodata.report.corpus_report import report_build

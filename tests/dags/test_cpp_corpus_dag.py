@@ -250,7 +250,7 @@ def test_shard_task_crash_then_retry_leaves_the_same_complete_build(dag, built, 
 def test_chunk_failure_then_clear_resumes_and_completes(dag, built, bucket, source, monkeypatch):
     """A chunk task fails for good; the run fails with nothing published. Clearing the run redoes only
     the failed batch and leaves the same build as an uninterrupted run."""
-    from nanodata.pipeline.chunking import partitions
+    from nanodata.pipeline.chunkbuild import partitions
 
     _, ref_dest, key = built
     dest = f"gs://{bucket}/clear"

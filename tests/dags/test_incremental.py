@@ -166,7 +166,7 @@ def test_a_gcs_tree_is_reused_from_the_listing_without_reading_unchanged_files(t
     _build(f"gs://{gcs_bucket}/src", dest, "basic", 0.01)
     changed = src / "projA" / "steps.cpp"
     storage.write_bytes(f"gs://{gcs_bucket}/src/projA/steps.cpp", changed.read_bytes() + b"int more() { return 2; }\n")
-    from nanodata.pipeline.chunking import sources
+    from nanodata.pipeline.chunkbuild import sources
 
     read = []
     real = sources.storage.read_bytes

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
-from nanodata.pipeline.chunking import chunk_to_jsonl
-from nanodata.pipeline.chunking.sources import split_at_lines
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.sources import split_at_lines
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.report import build_stats
 from nanodata.report.corpus_report import report_build

@@ -4,7 +4,7 @@ default or name fails here."""
 
 from dataclasses import fields
 
-from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
 from nanodata.settings import ChunkSettings, from_params, param_specs
 
 

@@ -10,7 +10,7 @@ from support.fault_server import FaultServer
 
 from nanodata import corpus, storage
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.sources import tree_files
+from nanodata.pipeline.chunkbuild.sources import tree_files
 from nanodata.storage.sides import GcsSide, LocalSide
 
 

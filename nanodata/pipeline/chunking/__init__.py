@@ -1,18 +1,8 @@
-"""C++ chunking with tree-sitter: sources -> units -> dependency graphs -> modes -> token-exact docs.
+"""The C++ chunker, the algorithm: a file in, its units and token-exact docs out; no I/O, no workers, no cache.
 
-`chunk_to_jsonl(output, inputs=..., project_dirs=..., mode=...)` is the library entry point
-(Airflow tasks call it directly), `chunk_to_parquet(out_dir, ...)` the same docs as parquet shards;
-`nanodata chunk` is their command-line face.
-
-The modules, by role:
-- the algorithm (a file in, its units and docs out; no I/O): `units` (the data model), `syntax`, `treewalk`,
-  `bracefallback`, `lines`, `references`, `parse`, `braces`, `fidelity`, `pack`, `modes`, `graphs`, and
-  `clangindex` (references bound by libclang);
-- the build around it (inputs, workers, the cache, the index, outputs): `sources`, `partitions`, `pipeline`,
-  `globalindex`, `reuse`, `stored`, `writer`, `config`, `cli`.
+source text -> `syntax` (tree-sitter) -> `treewalk` / `bracefallback` (units: the data model in `units`; `braces`,
+`lines`) -> `references` and `parse` (what a file defines and uses) -> `graphs` (dependency order) -> `modes` (which
+units make a doc) -> `pack` (token-exact docs cut at statement boundaries) -> `fidelity` (lines kept as written,
+balance). The build that runs it over a corpus (inputs, workers, the cache, the index, outputs, the CLI) is
+nanodata.pipeline.chunkbuild.
 """
-
-from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl, chunk_to_parquet
-from nanodata.settings import CPP_EXTENSIONS, MODES
-
-__all__ = ["chunk_to_jsonl", "chunk_to_parquet", "MODES", "CPP_EXTENSIONS"]

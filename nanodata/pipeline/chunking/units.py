@@ -40,7 +40,7 @@ segment is tokenized exactly once and docs are priced without re-tokenizing them
 (`pack.counter_for` refuses a tokenizer for which this does not hold).
 
 The dataclasses live here, apart from the parsing (parse.parse_units builds them): unit stores and cache entries
-hold them as plain data, their shapes read off these classes' fields (chunking.stored).
+hold them as plain data, their shapes read off these classes' fields (chunkbuild.stored).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, read_docs, write_jsonl
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking import pack as pack_module
 from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc
 from nanodata.pipeline.chunking.pack import SEPARATOR, counter_for

@@ -11,7 +11,7 @@ from cpp_projects import LAYERS, read_docs, write_jsonl
 
 from nanodata.cli import main
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 GOOD = LAYERS["calls.cpp"]
 NANODATA = str(Path(sys.executable).with_name("nanodata"))
@@ -160,7 +160,7 @@ def test_append_mode_and_done_marker(tmp_path):
 
 
 def test_append_removes_the_previous_done_marker_before_its_first_write(tmp_path, monkeypatch):
-    from nanodata.pipeline.chunking import writer
+    from nanodata.pipeline.chunkbuild import writer
 
     out = tmp_path / "stream.jsonl"
     chunk_to_jsonl(out, inputs=[write_jsonl(tmp_path / "in.jsonl", [GOOD])])

@@ -6,9 +6,10 @@ import shutil
 import pytest
 from cpp_projects import STD_HEADERS, STD_SUBSET, function_texts, read_docs, write_layers, write_projects
 
-from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
+from nanodata.settings import MODES
 
 BUDGET = 1024
 

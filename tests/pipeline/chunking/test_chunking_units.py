@@ -6,7 +6,7 @@ import pytest
 from cpp_projects import LAYERS, read_docs, write_jsonl
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.graphs import callees_in_file, topo_order
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.tokenizer import SPLIT_PATTERN, load, save_encoding_dir

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nanodata.pipeline.chunking.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl
 
 FILES = {
     "store.h": """\

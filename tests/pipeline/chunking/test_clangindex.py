@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nanodata.pipeline.chunking import clangindex as cx
-from nanodata.pipeline.chunking.globalindex import definitions, matching
+from nanodata.pipeline.chunkbuild import clangindex as cx
+from nanodata.pipeline.chunkbuild.globalindex import definitions, matching
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.storage.plain import Codec
 

@@ -6,7 +6,7 @@ specialization in the source or the base lives in a file sorted after the derive
 import pytest
 from cpp_projects import read_docs
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 BIG = "\n".join(f"  total += {i} * (total ^ {i * 7});" for i in range(120))
 

@@ -8,7 +8,7 @@ from cpp_projects import STD_HEADERS, STD_SUBSET, read_docs, write_jsonl, write_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 MODES = ["basic", "dep-aware", "cross-file", "compilable"]
 

@@ -5,7 +5,7 @@ it after it. The docs keep the macro: only the parse sees the blank."""
 
 from cpp_projects import read_docs
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 

@@ -13,12 +13,12 @@ from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.stored import UNITS
 from nanodata.pipeline.chunking.fidelity import CUTS, _every_line_held, file_stats
 from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc, whole_file
 from nanodata.pipeline.chunking.pack import Counter, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
-from nanodata.pipeline.chunking.stored import UNITS
 from nanodata.pipeline.chunking.syntax import EXPORT_MACRO, export_macros
 from nanodata.pipeline.chunking.units import FileUnits
 from nanodata.storage.plain import Codec, Undecodable

@@ -21,7 +21,7 @@ from cpp_projects import STD_HEADERS, STD_SUBSET, read_docs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking import MODES, chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.bracefallback import _consistent
 from nanodata.pipeline.chunking.braces import balanced
 from nanodata.pipeline.chunking.fidelity import lines_in_order, lines_kept, source_lines
@@ -31,6 +31,7 @@ from nanodata.pipeline.chunking.pack import counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.syntax import parser
 from nanodata.pipeline.chunking.treewalk import _balances_alone, _Builder, _recovered
+from nanodata.settings import MODES
 
 CASES = Path(__file__).parent / "fidelity_cases"
 FMT = Path(importlib.util.find_spec("torch").submodule_search_locations[0]) / "include" / "fmt"  # found without importing torch

@@ -8,7 +8,7 @@ unit of its own, so the dependency is `Reader`, which must be emitted before the
 import pytest
 from cpp_projects import read_docs, write_jsonl
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.parse import parse_units
 
 LOG_READER_H = """#pragma once

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from cpp_projects import STD_HEADERS, STD_SUBSET, read_docs
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 # another slice of the real libstdc++: red-black trees and the containers on them (swap, operator==,
 # _M_* helpers... share names with the project's), an unrelated project here

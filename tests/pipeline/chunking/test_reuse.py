@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking import chunk_to_jsonl, reuse
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl, reuse
 from nanodata.storage import entries
 from nanodata.storage.auth import SECRET_ENV as NANODATA_CACHE_SECRET
 from nanodata.storage.auth import load_secret

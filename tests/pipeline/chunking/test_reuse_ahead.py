@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
-from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.pipeline import Tally, chunk_items, stage_docs
+from nanodata.pipeline.chunkbuild.reuse import totals
+from nanodata.pipeline.chunkbuild.sources import hashed_tree_files, tree_item
+from nanodata.pipeline.chunkbuild.writer import doc_line_of, from_staged, output_line, staged_line
 from nanodata.pipeline.chunking.pack import Doc
-from nanodata.pipeline.chunking.pipeline import Tally, chunk_items, stage_docs
-from nanodata.pipeline.chunking.reuse import totals
-from nanodata.pipeline.chunking.sources import hashed_tree_files, tree_item
-from nanodata.pipeline.chunking.writer import doc_line_of, from_staged, output_line, staged_line
 from nanodata.pipeline.dedup.exact import digest_of
 from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage.entries import EntryStore

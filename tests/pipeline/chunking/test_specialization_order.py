@@ -12,7 +12,7 @@ import re
 import pytest
 from cpp_projects import read_docs
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.graphs import topo_order
 from nanodata.pipeline.chunking.parse import parse_units
 

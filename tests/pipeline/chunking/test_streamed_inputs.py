@@ -13,7 +13,7 @@ import zstandard
 from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, write_layers, write_projects
 
 from nanodata import storage
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 
 RECORDS = [{"text": text, "path": name, "repo": "layers"} for name, text in LAYERS.items()]
 RECORDS += [{"text": (STD_HEADERS / name).read_text(), "path": name, "repo": "std"} for name in STD_SUBSET[:4]]

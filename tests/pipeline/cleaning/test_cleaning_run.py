@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.pack import counter_for
 
 BITS = Path("/usr/include/c++/12/bits")

@@ -8,7 +8,7 @@ import json
 import pytest
 from near_copies import distinct_headers, exact_jaccard, planted, read_docs, shingles
 
-from nanodata.pipeline.chunking import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.settings import MODES
 
 ORIGINALS = 24   # real headers, pairwise exact Jaccard <= 0.35

@@ -4,7 +4,7 @@ import pytest
 
 from nanodata.cli import main
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -34,8 +34,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+from nanodata.pipeline.chunkbuild.stored import BARE_UNIT
 from nanodata.pipeline.chunking.graphs import topo_order
-from nanodata.pipeline.chunking.stored import BARE_UNIT
 from nanodata.storage.files import commit, temp_name
 
 CACHE_ENTRIES = 50_000   # per lookup cache in an emitting process; cleared when full

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from nanodata.corpus.layout import CHUNK_SUMMARY
 from nanodata.errors import NanodataError
+from nanodata.pipeline.chunkbuild.stored import DocLine
 from nanodata.pipeline.chunking.pack import Doc
-from nanodata.pipeline.chunking.stored import DocLine
 from nanodata.pipeline.dedup.exact import SeenTexts, digest_of
 from nanodata.pipeline.to_parquet import COMPRESSIONS, PROGRESS, Converter
 from nanodata.ranges import ROW_GROUP_SIZE

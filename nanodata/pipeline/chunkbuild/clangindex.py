@@ -39,7 +39,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from nanodata.pipeline.chunking.sources import Problem, tree_files
+from nanodata.pipeline.chunkbuild.sources import Problem, tree_files
 from nanodata.settings import CPP_EXTENSIONS
 from nanodata.storage.files import commit, data_digest, file_digest, own_temp_name
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from nanodata.pipeline.chunkbuild.reuse import FileCache, settings_digest
 from nanodata.pipeline.chunking.pack import counter_for
-from nanodata.pipeline.chunking.reuse import FileCache, settings_digest
 from nanodata.pipeline.cleaning.decontaminate import Decontaminator
 from nanodata.pipeline.cleaning.filters import BUILTIN_FILTERS, make_filters, parse_filter_list
 from nanodata.pipeline.cleaning.licenses import parse_license_list
@@ -67,7 +67,7 @@ class ChunkConfig(ChunkSettings):
                 "cleaning": self.cleaning, "licenses": self.licenses, "cache": self.file_cache()}
 
     def file_cache(self) -> FileCache | None:
-        """The run's per-file cache (nanodata.pipeline.chunking.reuse), keyed by what decides a file's result."""
+        """The run's per-file cache (nanodata.pipeline.chunkbuild.reuse), keyed by what decides a file's result."""
         if self.cache is None:
             return None
         decontaminator = next((f for f in self.cleaning.filters if isinstance(f, Decontaminator)), None)

@@ -34,17 +34,24 @@ import numpy as np
 from tqdm import tqdm
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.clangpass import ClangPass, add_resolver, pull_changes
-from nanodata.pipeline.chunking.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.clangpass import ClangPass, add_resolver, pull_changes
+from nanodata.pipeline.chunkbuild.config import ChunkConfig
+from nanodata.pipeline.chunkbuild.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
+from nanodata.pipeline.chunkbuild.reuse import FileCache, ReuseTally, text_content_digest, totals
+from nanodata.pipeline.chunkbuild.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
+from nanodata.pipeline.chunkbuild.stored import UNITS, DocLine, Parsed, Result, signature_array, signature_bytes
+from nanodata.pipeline.chunkbuild.writer import (
+    JsonlWriter,
+    ParquetDocs,
+    doc_line_of,
+    staged_gid,
+    staged_line,
+    work_path,
+)
 from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
-from nanodata.pipeline.chunking.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
 from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
-from nanodata.pipeline.chunking.reuse import FileCache, ReuseTally, text_content_digest, totals
-from nanodata.pipeline.chunking.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
-from nanodata.pipeline.chunking.stored import UNITS, DocLine, Parsed, Result, signature_array, signature_bytes
-from nanodata.pipeline.chunking.writer import JsonlWriter, ParquetDocs, doc_line_of, staged_gid, staged_line, work_path
 from nanodata.pipeline.cleaning.licenses import allowed
 from nanodata.pipeline.cleaning.stages import Drop
 from nanodata.pipeline.cleaning.tally import CleaningTally

@@ -15,7 +15,7 @@ A partition is a list of *pieces*, each a run of items of one input:
 Partitions are closed once they weigh `partition_bytes`, across input boundaries. An item weighs its bytes, or,
 when `cached` says the destination's cache holds its result (a nightly rebuild's unchanged record or file),
 CACHED_COST of them: a rebuild maps a few chunk tasks of similar work, not one per partition of bytes. Items keep the
-gid, source names and line numbers they have in a one-process run (nanodata.pipeline.chunking.sources), so
+gid, source names and line numbers they have in a one-process run (nanodata.pipeline.chunkbuild.sources), so
 how the inputs are cut never changes the output. Planning holds one partition's file list at most. Each file it
 stages (a partition, a seek index, a decompressed piece) is sealed as it is written (nanodata.storage.auth).
 """
@@ -34,8 +34,8 @@ from pathlib import Path
 
 from nanodata import storage
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunking.reuse import text_content_digest
-from nanodata.pipeline.chunking.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+from nanodata.pipeline.chunkbuild.reuse import text_content_digest
+from nanodata.pipeline.chunkbuild.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
 from nanodata.storage.auth import Secret, read_sealed_json, seal_bytes, seal_file
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from nanodata.pipeline.chunking import clangindex as cx
-from nanodata.pipeline.chunking.reuse import FileCache
+from nanodata.pipeline.chunkbuild import clangindex as cx
+from nanodata.pipeline.chunkbuild.reuse import FileCache
 from nanodata.pipeline.chunking.units import FileUnits
 from nanodata.storage.files import data_digest
 from nanodata.storage.plain import Codec

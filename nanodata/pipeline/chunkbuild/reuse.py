@@ -4,14 +4,14 @@ A file's result (its docs and fidelity figures, near-dedup signature, filter and
 modes its parsed units too) is a pure function of its content and of the settings that decide the output. So it is
 stored under key = digest(CHUNK_FORMAT, the settings' digest, the stored shapes, the pass, the file's content
 digest) in an EntryStore (nanodata.storage.entries: written whole, each entry under a keyed MAC over its key and
-payload), as plain data (nanodata.pipeline.chunking.stored), and a later run reads it instead of chunking the file
+payload), as plain data (nanodata.pipeline.chunkbuild.stored), and a later run reads it instead of chunking the file
 again. An entry whose MAC does not hold (edited, moved to another key, made with another secret) or whose payload
 does not decode to its shape is a miss: the file is chunked again and the entry counted as rebuilt. Nothing
 position-dependent is stored: a file's gid, source name and project are the run's, so a record
 inserted above it in a JSONL, or a file added beside it, leaves its entry valid.
 
 In the global modes a file's docs also depend on what it resolves names from: its project and, transitively, the
-projects whose headers the files it reaches include (nanodata.pipeline.chunking.globalindex.view digests). Those
+projects whose headers the files it reaches include (nanodata.pipeline.chunkbuild.globalindex.view digests). Those
 docs are keyed by that view's digest and the file's place in its project, so a project is re-emitted exactly
 when one of the files it can see changed; parsing is keyed by content alone, so only changed files are parsed.
 """
@@ -23,7 +23,7 @@ import logging
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from nanodata.pipeline.chunking.stored import RESULT, SCHEMA
+from nanodata.pipeline.chunkbuild.stored import RESULT, SCHEMA
 from nanodata.storage import is_gcs
 from nanodata.storage.auth import Secret, load_secret
 from nanodata.storage.entries import WINDOW, EntryStore
