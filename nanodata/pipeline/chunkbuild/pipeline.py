@@ -191,8 +191,8 @@ class FileWorker:
             return result
         fu = UNITS.decode(result.payload[0])
         result.usrs, result.resolver, result.clang_key = self.clang.resolve(src, fu, result.digest)
-        if result.resolver.get("files_clang"):
-            result.payload = (UNITS.encode(fu), *result.payload[1:])
+        if result.resolver.get("files_clang"):  # the definitions too: a pulled unit's own pulls go by its USRs
+            result.payload = (UNITS.encode(fu), definitions(fu), *result.payload[2:])
         return result
 
     def emit_file(self, row, ahead: tuple | None = None):

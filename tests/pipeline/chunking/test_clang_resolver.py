@@ -246,3 +246,37 @@ def test_a_header_change_invalidates_its_includers_cached_clang_results(tmp_path
     _run(root, tmp_path / "fresh.jsonl", resolver="clang")
     assert (tmp_path / "cached.jsonl").read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
     assert ALPHA in _docs(tmp_path / "fresh.jsonl")["proj/use_alpha.cc"]
+
+
+CHAIN = {
+    "store.h": FILES["store.h"],
+    "scale.cc": FILES["scale.cc"],
+    "chain.cc": """\
+        #include "store.h"
+
+        double halve_twice(double x) {
+          return scale(scale(x));
+        }
+        """,
+    "use_chain.cc": """\
+        double halve_twice(double x);
+
+        double use_chain() {
+          return halve_twice(8.0);
+        }
+        """,
+}
+
+
+@pytest.mark.parametrize("mode", ["cross-file", "compilable"])
+def test_a_pulled_definition_pulls_what_clang_binds_its_calls_to(tmp_path, mode):
+    """use_chain() calls halve_twice() in chain.cc, which calls the double overload of scale: the second hop is
+    clang's too (the double overload, not the int one; names finds scale twice and pulls neither)."""
+    tree = _tree(tmp_path / "tree", CHAIN)
+    docs = {}
+    for resolver in ("clang", "names"):
+        _run(tree, tmp_path / f"{resolver}.jsonl", mode=mode, resolver=resolver, cross_depth=2)
+        docs[resolver] = _docs(tmp_path / f"{resolver}.jsonl")["proj/use_chain.cc"]
+    assert "return scale(scale(x));" in docs["clang"] and "double scale" in docs["clang"]
+    assert "int scale" not in docs["clang"]
+    assert "return scale(scale(x));" in docs["names"] and "double scale" not in docs["names"]
