@@ -39,6 +39,8 @@ from nanodata.ranges import (
 FILE, CORPUS, RUN = "file", "corpus", "run"  # what a setting decides: see the module's docstring
 
 MODES = ("basic", "dep-aware", "cross-file", "project", "compilable")
+# the modes that pull definitions from other files (a resolver finds them): every file is parsed before any is emitted
+GLOBAL_MODES = MODES[2:]
 RESOLVERS = ("names", "clang")
 DEDUPS = ("near", "exact")  # near: near-copy files lose their docs, then exact duplicate docs; exact: only the latter
 FILTER_NAMES = ("generated", "long-lines", "alpha", "encoded")  # nanodata.pipeline.cleaning.filters
@@ -159,6 +161,13 @@ class ChunkSettings:
                 raise NanodataError(f"{_flag_name(f.name)} {value!r}: expected one of {', '.join(meta['choices'])}")
             if meta["range"] is not None and value is not None:
                 object.__setattr__(self, f.name, meta["range"].check(_flag_name(f.name), value))
+        # settings that mean nothing in this run are refused, not ignored: each is in the build's keys, so an ignored
+        # one would only cost a rebuild and a cold cache
+        if self.resolver != "names" and self.mode not in GLOBAL_MODES:
+            raise NanodataError(f"--resolver {self.resolver}: applies to the modes that pull definitions from other "
+                                f"files ({', '.join(GLOBAL_MODES)}), not --mode {self.mode}")
+        if self.resolver != "clang" and self.clang_timeout_s != CLANG_TIMEOUT_S.default:
+            raise NanodataError(f"--clang-timeout-s {self.clang_timeout_s:g}: applies only with --resolver clang")
 
     def decisive(self, scopes: tuple[str, ...] = (FILE, CORPUS)) -> dict:
         """The settings of these scopes, by name: FILE alone keys a file's cached result, FILE and CORPUS the build."""

@@ -68,9 +68,8 @@ from nanodata.jobs.stage import (
     timing_uri,
 )
 from nanodata.pipeline.chunkbuild import partitions as parts
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES
 from nanodata.ranges import CACHE_GRACE_HOURS, CACHE_KEEP, PARTITION_MB, ROWS_PER_FILE, SHARD_MB, VAL_FRACTION
-from nanodata.settings import SETTINGS, ChunkSettings
+from nanodata.settings import GLOBAL_MODES, SETTINGS, ChunkSettings
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
 from nanodata.storage.auth import (
@@ -110,6 +109,9 @@ def plan(source: str, dest: str, params: dict, partition_mb: float = PARTITION_M
     params = build_params(params)
     secret = load_secret(cache_secret)
     _check_cleaning(params)
+    if params["resolver"] == "clang" and (is_gcs(source) or not Path(source).is_dir()):
+        raise NanodataError(f"resolver clang: parses project trees on the workers' local disk, each file with its "
+                            f"includes; source {source} is {'in a bucket' if is_gcs(source) else 'not a directory'}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nanodata-plan-") as listings:  # the trees' files, hashed once
         inputs = list_inputs(source, Path(listings), params["extensions"])

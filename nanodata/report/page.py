@@ -174,8 +174,9 @@ types and functions; split: one unit too long for max_tokens, cut at line bounda
 
 
 AMBIGUITY_TITLE = "Ambiguous names by project"
-AMBIGUITY_NOTE = ("names defined more than once with one qualification within a project: no lookup resolves them, "
-                  "so no doc pulls them in as a dependency (cross-file, project and compilable modes)")
+AMBIGUITY_NOTE = ("names defined more than once with one qualification within a project: no lookup by name resolves "
+                  "them, so the names resolver pulls none of them in as a dependency (cross-file, project and "
+                  "compilable modes; the clang resolver binds each use by its USR)")
 
 
 def _ambiguity_rows(ambiguity: dict) -> list[dict]:

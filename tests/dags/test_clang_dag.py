@@ -4,8 +4,10 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from dag_data import run_steps
 
+from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
 from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
@@ -57,3 +59,13 @@ def _counts(clang: dict) -> dict:
             if not isinstance(value, list):
                 totals[name] = totals.get(name, 0) + value
     return totals
+
+
+def test_plan_refuses_clang_over_a_source_that_is_not_a_local_tree(tmp_path):
+    """clang parses each file in its tree with its includes: a JSONL source (or a bucket) would make every file
+    fall back to names, so plan stops at once, before any work."""
+    source = tmp_path / "crawl.jsonl"
+    source.write_text(json.dumps({"text": "int f() { return 1; }\n", "path": "f.cc"}) + "\n")
+    with pytest.raises(NanodataError, match="source .*crawl.jsonl is not a directory"):
+        cpp_corpus.plan(str(source), str(tmp_path / "dest"), PARAMS)
+    assert not (tmp_path / "dest").exists()

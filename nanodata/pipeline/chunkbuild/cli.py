@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if total["type_cycles"]:
         print(f"type order: {total['type_cycles']} types placed before a base or primary template (a cycle of them), "
               f"e.g. {'; '.join(total['type_cycle_examples'][:3])}")
+    where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
     if s["near_duplicates"] is not None:
         near = s["near_duplicates"]
         print(f"near-duplicates (Jaccard >= {near['threshold']:g}): {near['files_removed']} of {near['files_signed']} "
@@ -103,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
               f"clusters; examples in 'near_duplicates' of the summary")
     cleaning = s["cleaning"]
     if cleaning["files_dropped"] or cleaning["redactions"]:
-        where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
         dropped = ", ".join(f"{reason} {d['files']:,}" for reason, d in cleaning["dropped"].items()) or "none"
         redacted = ", ".join(f"{kind} {n:,}" for kind, n in cleaning["redactions"].items()) or "none"
         print(f"cleaning: {cleaning['files_dropped']:,} files dropped ({dropped}); redacted: {redacted} (each "
@@ -114,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
               f"{r['files_chunked']:,} chunked ({r['bytes_chunked']:,} bytes), {r['entries_rebuilt']:,} corrupt entries "
               f"rebuilt; cache: {r['cache']['entries']:,} entries, {r['cache']['bytes']:,} bytes")
     if s["files_too_big"]:  # each is also logged; OUTPUT.done lists them with their sizes
-        where = f"{s['output']}/{CHUNK_SUMMARY}" if args.parquet_dir else f"{s['output']}.done"
         print(f"{s['files_too_big']} files over --max-file-bytes {s['max_file_bytes']} skipped (see 'too_big' in "
               f"{where})")
     if s.get("ambiguous_by_project"):  # global modes: names no lookup resolves (see OUTPUT.done for all)
         top = ", ".join(f"{p} {n}" for p, n in list(s["ambiguous_by_project"].items())[:5])
-        print(f"names defined twice with one qualification within a project (never pulled): "
+        print(f"names defined twice with one qualification within a project (never pulled by names"
+              f"{'; clang binds each use of them' if s.get('clang') is not None else ''}): "
               f"{s['ambiguous_names']} ({top}{', ...' if len(s['ambiguous_by_project']) > 5 else ''})")
     if s.get("clang") is not None:  # --resolver clang: summed over projects (per project in OUTPUT.done)
         total = {k: sum(p.get(k, 0) for p in s["clang"].values()) for p in s["clang"].values() for k in p
@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         reasons = ", ".join(f"{k[7:]} {n}" for k, n in sorted(total.items()) if k.startswith("names: ")) or "none"
         print(f"clang resolver: {total.get('files_clang', 0)} files by clang, {total.get('files_names', 0)} by names "
               f"({reasons}); {total.get('references_bound', 0):,} references bound, "
-              f"{total.get('references_bound_in_tree', 0):,} in the input tree; pulls vs names: "
-              f"{total.get('pulls_gained', 0)} gained, {total.get('pulls_lost', 0)} lost, "
-              f"{total.get('pulls_changed', 0)} changed (see 'clang' in OUTPUT.done)")
+              f"{total.get('references_bound_in_tree', 0):,} in the input tree; pulls vs names "
+              + (f"(the files emitted in this run): {total['pulls_gained']} gained, {total['pulls_lost']} lost, "
+                 f"{total['pulls_changed']} changed" if "pulls_clang" in total
+                 else "not counted: every file's docs came from the cache")
+              + f" (see 'clang' in {where})")
     return 0

@@ -49,7 +49,7 @@ from nanodata.pipeline.chunkbuild.writer import (
     work_path,
 )
 from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
-from nanodata.pipeline.chunking.modes import GLOBAL_MODES, Chunker, Index, whole_file
+from nanodata.pipeline.chunking.modes import Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.cleaning.licenses import allowed
@@ -59,6 +59,7 @@ from nanodata.pipeline.dedup.minhash import signature
 from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed, reduce_here, store_signatures
 from nanodata.pipeline.workers import process_pool
 from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION, not_local
+from nanodata.settings import GLOBAL_MODES
 from nanodata.storage import parse_gs
 from nanodata.storage.entries import EntryStore
 from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
@@ -462,6 +463,21 @@ def check_inputs(inputs, project_dirs, extensions: tuple) -> None:
             raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
 
 
+def check_resolver(config: ChunkConfig, inputs, project_dirs) -> None:
+    """--resolver clang parses files in their trees, with their includes: a run with no local tree is refused (every
+    file would fall back to names); JSONL records beside trees are resolved by names, said once up front."""
+    if config.resolver != "clang":
+        return
+    remote = [d for d in project_dirs if parse_gs(str(d)) is not None]
+    if remote or not project_dirs:
+        raise NanodataError(f"--resolver clang: parses project trees on local disk (--project-dirs), each file with "
+                            f"its includes; {f'{remote[0]} is in a bucket' if remote else 'this run has none'} "
+                            "(records of --inputs are resolved by names)")
+    if inputs:
+        log.warning("--resolver clang: the records of --inputs have no tree to parse in: they are resolved by names "
+                    "(counted under 'clang' in the summary)")
+
+
 def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
     """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
     check_inputs(inputs, project_dirs, extensions)
@@ -598,6 +614,7 @@ def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | 
     config = config if config is not None else ChunkConfig(**settings)
     output = Path(output)
     check_run(output, inputs, project_dirs, config.extensions)
+    check_resolver(config, inputs, project_dirs)
     return _chunk(lambda: JsonlWriter(output, config.mode, append), output, inputs, project_dirs, config, strict,
                   progress)
 
@@ -610,6 +627,7 @@ def chunk_to_parquet(out_dir, *, inputs=(), project_dirs=(), config: ChunkConfig
     seed: shards, val_shard.parquet, manifest.json, the summary (CHUNK_SUMMARY), _COMPLETE. Returns the summary."""
     config = config if config is not None else ChunkConfig(**settings)
     check_inputs(inputs, project_dirs, config.extensions)
+    check_resolver(config, inputs, project_dirs)
     out_dir = check_parquet_dir(str(out_dir))
     shards = {"rows_per_file": ROWS_PER_FILE.check("--rows-per-file", rows_per_file),
               "val_fraction": VAL_FRACTION.check("--val-fraction", val_fraction), "seed": SEED.check("--seed", seed)}

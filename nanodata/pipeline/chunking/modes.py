@@ -18,7 +18,6 @@ from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_o
 from nanodata.pipeline.chunking.pack import Counter, Doc, Packer, least_tokens
 from nanodata.pipeline.chunking.units import FileUnits
 
-GLOBAL_MODES = ("cross-file", "project", "compilable")   # need every file parsed before emitting
 WHOLE_STEP = 4       # characters per token: a file longer than the budget's worth of them may be ruled out by its runs
 
 

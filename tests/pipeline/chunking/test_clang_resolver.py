@@ -4,11 +4,13 @@ keeps the names rule; the docs are the same for any worker count and partition s
 result made before a header changed."""
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from nanodata.errors import NanodataError
 from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl
 
 FILES = {
@@ -280,3 +282,29 @@ def test_a_pulled_definition_pulls_what_clang_binds_its_calls_to(tmp_path, mode)
     assert "return scale(scale(x));" in docs["clang"] and "double scale" in docs["clang"]
     assert "int scale" not in docs["clang"]
     assert "return scale(scale(x));" in docs["names"] and "double scale" not in docs["names"]
+
+
+@pytest.mark.parametrize(("settings", "says"), [
+    ({"mode": "basic", "resolver": "clang"}, "--resolver clang: applies to the modes that pull"),
+    ({"mode": "dep-aware", "resolver": "clang"}, "not --mode dep-aware"),
+    ({"mode": "cross-file", "clang_timeout_s": 5}, "--clang-timeout-s 5: applies only with --resolver clang"),
+])
+def test_a_setting_that_means_nothing_in_the_run_is_refused_in_one_line(tree, tmp_path, settings, says):
+    """Each is in the build's keys: ignored, it would only cost a rebuild and a cold cache."""
+    with pytest.raises(NanodataError, match=re.escape(says)):
+        _run(tree, tmp_path / "out.jsonl", **settings)
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_clang_without_a_local_tree_is_refused_and_beside_one_records_go_by_names(tree, tmp_path, caplog):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"text": "int f() { return 1; }\n", "path": "f.cc"}) + "\n")
+    with pytest.raises(NanodataError, match="parses project trees on local disk"):
+        chunk_to_jsonl(tmp_path / "a.jsonl", inputs=[records], mode="cross-file", resolver="clang")
+    with pytest.raises(NanodataError, match="is in a bucket"):
+        chunk_to_jsonl(tmp_path / "b.jsonl", project_dirs=["gs://bucket/trees"], mode="cross-file", resolver="clang")
+    summary = chunk_to_jsonl(tmp_path / "c.jsonl", inputs=[records], project_dirs=[tree], mode="cross-file",
+                             resolver="clang", dedup="exact")
+    assert "the records of --inputs have no tree to parse in" in caplog.text
+    fell_back = sum(figures.get("names: not a file of a local project tree", 0) for figures in summary["clang"].values())
+    assert fell_back == 1
