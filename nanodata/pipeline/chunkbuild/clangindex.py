@@ -117,6 +117,9 @@ class FileResult:
     outside: str                # one digest over the files outside the project it included
     errors: int                 # error diagnostics
     fallback: str = ""          # why clang's result is not used; '' when it is
+    # (name, offset) of each use clang left unbound because it depends on a template's arguments (`f(t)`, `t.f()`
+    # in a template): the names rule still resolves these
+    unbound_names: tuple[tuple[str, int], ...] = ()
 
 
 # ---------------------------------------------------------------- flags
@@ -388,7 +391,7 @@ def walk(loaded: Loaded) -> FileResult:
     except _Timeout:
         return _fallback(loaded.result, "timeout: walk over the file's time")
     return replace(loaded.result, definitions=tuple(walker.definitions), references=tuple(walker.references),
-                   unbound=walker.unbound)
+                   unbound=walker.unbound, unbound_names=tuple(walker.unbound_names))
 
 
 def parse_file(root: str | os.PathLike, rel: str, flags: tuple[str, ...], settings: Settings = Settings(),
@@ -398,7 +401,7 @@ def parse_file(root: str | os.PathLike, rel: str, flags: tuple[str, ...], settin
 
 
 def _fallback(result: FileResult, reason: str) -> FileResult:
-    return replace(result, definitions=(), references=(), unbound=0, fallback=reason)
+    return replace(result, definitions=(), references=(), unbound=0, unbound_names=(), fallback=reason)
 
 
 def _includes(tu, root: str) -> tuple[tuple, str]:
@@ -420,6 +423,7 @@ class _Walk:
         self.definitions: list[Definition] = []
         self.references: list[Reference] = []
         self.unbound = 0
+        self.unbound_names: list[tuple[str, int]] = []
         self.seen = 0
         self.rel = os.path.relpath(path, root)
         self._inside: dict[str, bool] = {}
@@ -472,6 +476,8 @@ class _Walk:
         if target is None or kind is K.OVERLOADED_DECL_REF:
             if kind is not K.CALL_EXPR:  # a call's callee is a reference of its own, counted there
                 self.unbound += 1
+                if cursor.spelling:
+                    self.unbound_names.append((cursor.spelling, cursor.location.offset))
             return skip
         tkind = target.kind
         if kind is K.CALL_EXPR and tkind is not K.CONSTRUCTOR or tkind in LOCAL_TARGETS:

@@ -123,8 +123,13 @@ def annotate(fu: FileUnits, result: cx.FileResult) -> list[tuple[str, int]]:
             used[u][ref.usr] = None
             if ref.kind == "base":
                 bases[u][ref.usr] = None
+    unbound: list[dict] = [{} for _ in fu.units]
+    for name, offset in result.unbound_names:
+        u = holder(offset, every_units, every_starts)
+        if u is not None:
+            unbound[u][name] = None
     for u, unit in enumerate(fu.units):
-        unit.usrs, unit.base_usrs = tuple(used[u]), tuple(bases[u])
+        unit.usrs, unit.base_usrs, unit.unbound_calls = tuple(used[u]), tuple(bases[u]), tuple(unbound[u])
     return list(dict.fromkeys(defs))
 
 

@@ -60,12 +60,18 @@ class Index:
 
     def bound(self, ref, kind: str) -> list | None:
         """The clang resolver: the definitions (file, unit) of `kind` ("function", "type"; "base": the types it
-        derives from) that unit `ref`'s code binds to, first use first; None when its file is resolved by names."""
+        derives from) that unit `ref`'s code binds to, first use first, then (functions) those the names rule
+        finds for the calls clang could not bind in a template (they depend on its arguments); None when its file
+        is resolved by names."""
         unit = self.unit(ref)
         if unit.usrs is None:
             return None
         found = (self.lookup.resolve_usr(usr, ref[0]) for usr in (unit.base_usrs if kind == "base" else unit.usrs))
         targets = dict.fromkeys(t for t in found if t is not None and t != ref)
+        if kind == "function" and unit.unbound_calls:
+            unbound = set(unit.unbound_calls)
+            named = (self.resolve(kind, name, ref) for name in unit.calls if name in unbound)
+            targets.update(dict.fromkeys(t for t in named if t is not None and t != ref))
         return [t for t in targets if kind == "base" or self.unit(t).kind == kind]
 
     def unit(self, ref):

@@ -88,6 +88,8 @@ class Unit:
     # of the classes it derives from; None when its file is resolved by names
     usrs: tuple[str, ...] | None = None
     base_usrs: tuple[str, ...] = ()
+    # names of the uses clang left unbound, as they depend on a template's arguments: resolved by names
+    unbound_calls: tuple[str, ...] = ()
 
 
 @dataclass

@@ -308,3 +308,47 @@ def test_clang_without_a_local_tree_is_refused_and_beside_one_records_go_by_name
     assert "the records of --inputs have no tree to parse in" in caplog.text
     fell_back = sum(figures.get("names: not a file of a local project tree", 0) for figures in summary["clang"].values())
     assert fell_back == 1
+
+
+TEMPLATES = {
+    "util.h": """\
+        #pragma once
+        int clamp_positive(int v);
+        namespace my {
+        template <typename T>
+        T twice(T v) {
+          return v + v;  // my twice
+        }
+        }  // namespace my
+        """,
+    "util.cc": """\
+        #include "util.h"
+
+        int clamp_positive(int v) {
+          return v < 0 ? 0 : v;  // clamp positive
+        }
+        """,
+    "process.cc": """\
+        #include "util.h"
+
+        template <typename T>
+        T process(T v) {
+          return clamp_positive(v) + my::twice(v);
+        }
+
+        int use_process() {
+          return process(3);
+        }
+        """,
+}
+
+
+@pytest.mark.parametrize("mode", ["cross-file", "project"])
+def test_a_call_that_depends_on_a_templates_arguments_is_resolved_by_names(tmp_path, mode):
+    """clang binds no declaration to `clamp_positive(v)` inside a template whose v has a dependent type: that call
+    goes by the names rule, as it did before clang, so the template's callee is still pulled."""
+    tree = _tree(tmp_path / "tree", TEMPLATES)
+    out = tmp_path / "clang.jsonl"
+    summary = _run(tree, out, mode=mode, resolver="clang")
+    assert sum(f.get("files_clang", 0) for f in summary["clang"].values()) == 3
+    assert "clamp positive" in _docs(out)["proj/process.cc"]
