@@ -366,18 +366,17 @@ def test_database_flags_find_the_system_headers_and_give_headers_their_language(
     })
     _database(root, "c++ -std=c++17 -DSIZED=1 -Iinclude")
     flags = cx.FlagSource(root)
-    own = flags.flags_for("src/sized.cc")
-    assert own[:3] == ("-std=c++17", "-DSIZED=1", f"-I{root / 'include'}")
-    assert own[3] == "-isystem" and own[-len(cx.QUIET):] == cx.QUIET
-    borrowed = flags.flags_for("include/sized.h")
-    assert borrowed == ("-x", "c++", *own)
-    assert not {"-c", "-o", "/tmp/x.o", "src/sized.cc", str(root / "src/sized.cc")} & set(borrowed)
+    own, borrowed = flags.flags_for("src/sized.cc"), flags.flags_for("include/sized.h")
     source = cx.parse_file(root, "src/sized.cc", own)
     assert (source.fallback, source.errors) == ("", 0)
     assert [r.usr for r in source.references if r.kind == "call"] == ["c:@N@sized@S@Buffer@F@size#1"]
     header = cx.parse_file(root, "include/sized.h", borrowed)
     assert (header.fallback, header.errors) == ("", 0)
     assert [d.qualified for d in header.definitions] == ["sized::Buffer", "sized::Buffer::size", "sized::Buffer::n_"]
+    assert own[:3] == ("-std=c++17", "-DSIZED=1", f"-I{root / 'include'}")
+    assert own[3] == "-isystem" and own[-len(cx.QUIET):] == cx.QUIET
+    assert borrowed == ("-x", "c++", *own)
+    assert not {"-c", "-o", "/tmp/x.o", "src/sized.cc", str(root / "src/sized.cc")} & set(borrowed)
 
 
 def test_a_fatal_error_outside_the_project_names_its_file_absolute(tmp_path):
@@ -417,9 +416,9 @@ def test_a_header_the_standard_pch_holds_is_parsed_without_it(tmp_path):
         "use.cc": "#include <cstddef>\nstd::size_t four() { return shim::twice(2); }\n",
     })
     flags = cx.FlagSource(root, pch_dir=tmp_path / "pch")
+    for text in ((root / "stddef.h").read_text(), None):
+        result = cx.parse_file(root, "stddef.h", flags.flags_for("stddef.h"), text=text)
+        assert (result.fallback, [d.qualified for d in result.definitions]) == ("", ["shim::twice"])
     assert "-include-pch" in flags.flags_for("use.cc") and "-include-pch" not in flags.flags_for("stddef.h")
-    text = (root / "stddef.h").read_text()
-    result = cx.parse_file(root, "stddef.h", flags.flags_for("stddef.h"), text=text)
-    assert (result.fallback, [d.qualified for d in result.definitions]) == ("", ["shim::twice"])
     use = cx.parse_file(root, "use.cc", flags.flags_for("use.cc"))
     assert [r.usr for r in use.references if r.kind == "call"] == ["c:@N@shim@F@twice#l#"]
