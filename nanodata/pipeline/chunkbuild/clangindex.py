@@ -7,10 +7,12 @@ names it identically in every file that sees it, so a call in x.cc to a method d
 that the method's definition in y.cc carries.
 
 Three steps, each plain data (dataclasses of str, int, bool and tuples: nanodata.storage.plain can store them):
-- `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/) or inferred (the
-  directories of the project, and of the dependency projects given, that hold the headers its #includes name;
-  -std; the host compiler's system include directories; optionally a precompiled header of the C++ standard
-  library headers the project includes, built once per project: `standard_pch`);
+- `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/; then the host
+  compiler's system include directories; a header it does not list borrows a source's, in its language) or
+  inferred (the directories of the project, and of the dependency projects given, that hold the headers its
+  #includes name; -std; the host compiler's system include directories; optionally a precompiled header of the
+  C++ standard library headers the project includes, built once per project: `standard_pch`; never for a file
+  it holds);
 - `parse_file`: one file -> `FileResult`: the definitions and the references of the file's own code (never the
   cursors of what it includes), what each reference binds to and whether that is in the project, the digests of
   the files the parse included; a file clang cannot use comes back with `fallback` saying why (never raises);
