@@ -141,7 +141,7 @@ def _counts(result: cx.FileResult | None, fallback: str, source: str) -> dict:
               "references_unbound": result.unbound}
     if result.errors:
         counts |= {"files_clang_with_errors": 1,
-                   "with_errors_examples": [f"{source}: {result.errors} errors, first at {result.first_error}"]}
+                   "with_errors_examples": [f"{source}: {result.first_error} (errors: {result.errors})"]}
     return counts
 
 

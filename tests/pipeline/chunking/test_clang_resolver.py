@@ -268,4 +268,4 @@ def test_files_clang_parsed_with_errors_are_counted_with_their_first_error(tmp_p
     figures = _run(root, tmp_path / "out.jsonl", resolver="clang")["clang"]["proj"]
     assert figures["files_clang"] == 3 and figures["files_clang_with_errors"] == 1
     assert figures["with_errors_examples"] == [
-        "proj/format.cc: 2 errors, first at proj/format.cc:2: use of undeclared identifier 'port'"]
+        "proj/format.cc: proj/format.cc:2: use of undeclared identifier 'port' (errors: 2)"]
