@@ -7,10 +7,12 @@ names it identically in every file that sees it, so a call in x.cc to a method d
 that the method's definition in y.cc carries.
 
 Three steps, each plain data (dataclasses of str, int, bool and tuples: nanodata.storage.plain can store them):
-- `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/) or inferred (the
-  directories of the project, and of the dependency projects given, that hold the headers its #includes name;
-  -std; the host compiler's system include directories; optionally a precompiled header of the C++ standard
-  library headers the project includes, built once per project: `standard_pch`);
+- `FlagSource`: a file's flags, from the project's compile_commands.json (in its root or build/; then the host
+  compiler's system include directories; a header it does not list borrows a source's, in its language) or
+  inferred (the directories of the project, and of the dependency projects given, that hold the headers its
+  #includes name; -std; the host compiler's system include directories; optionally a precompiled header of the
+  C++ standard library headers the project includes, built once per project: `standard_pch`; never for a file
+  it holds);
 - `parse_file`: one file -> `FileResult`: the definitions and the references of the file's own code (never the
   cursors of what it includes), what each reference binds to and whether that is in the project, the digests of
   the files the parse included; a file clang cannot use comes back with `fallback` saying why (never raises);
@@ -41,7 +43,7 @@ import clang.cindex as ci
 
 from nanodata.pipeline.chunkbuild.sources import Problem, tree_files
 from nanodata.settings import CPP_EXTENSIONS
-from nanodata.storage.files import commit, data_digest, file_digest, own_temp_name
+from nanodata.storage.files import atomic_output, commit, data_digest, file_digest, own_temp_name
 
 K = ci.CursorKind
 HEADER_EXTENSIONS = (".h", ".hh", ".hpp", ".hxx", ".ipp", ".tcc")
@@ -116,6 +118,7 @@ class FileResult:
     includes: tuple[tuple[str, str], ...]  # (relative path, digest) of each project file the parse included
     outside: str                # one digest over the files outside the project it included
     errors: int                 # error diagnostics
+    first_error: str = ""       # the first of them, `path:line: message` (path relative to the root, else absolute)
     fallback: str = ""          # why clang's result is not used; '' when it is
     # (name, offset) of each use clang left unbound because it depends on a template's arguments (`f(t)`, `t.f()`
     # in a template): the names rule still resolves these
@@ -189,6 +192,7 @@ class FlagSource:
                 break
         self._sources = sorted(self.commands)
         self._inferred: dict[str, tuple[str, ...]] = {}
+        self._in_pch: set[str] = set()  # every tail of the path of each file the PCH holds (_suffixes)
 
     def _load(self, path: str) -> None:
         with open(path, encoding="utf-8") as f:
@@ -200,19 +204,26 @@ class FlagSource:
             if source.startswith(self.root + os.sep):
                 flags = [a for a in _absolute(args, directory)
                          if os.path.realpath(os.path.join(directory, a)) != source]
-                self.commands.setdefault(os.path.relpath(source, self.root), (*flags, *QUIET))
+                # after the database's own: the wheel's libclang has no builtin headers (stddef.h) of its own
+                self.commands.setdefault(os.path.relpath(source, self.root), (*flags, *_system(), *QUIET))
 
     def flags_for(self, rel: str) -> tuple[str, ...]:
         if rel in self.commands:
             return self.commands[rel]
         if self._sources and rel.endswith(HEADER_EXTENSIONS):
             # a header: the flags of the source file nearest it (longest common path, then path order), as clangd
-            nearest = max(range(len(self._sources)),
-                          key=lambda i: (len(os.path.commonpath([self._sources[i], rel])), -i))
-            return self.commands[self._sources[nearest]]
+            nearest = self._sources[max(range(len(self._sources)),
+                                        key=lambda i: (len(os.path.commonpath([self._sources[i], rel])), -i))]
+            # in the source's language: clang takes a .h for C, and a C++ -std there is an error
+            return ("-x", "c" if nearest.endswith(".c") else "c++", *self.commands[nearest])
         language = "c" if rel.endswith(".c") else "c++"
         if not self._inferred:
             self._infer()
+        if language == "c++" and rel in self._in_pch:
+            # one of the PCH's own headers (a copy of the standard library's, or found first by a project -I):
+            # its include guard is defined by the PCH, which would hide the file's whole text (and an unsaved
+            # buffer of it fails the PCH's check of its inputs: no parse at all)
+            return self._inferred["c++ without pch"]
         return self._inferred[language]
 
     def _infer(self) -> None:
@@ -221,12 +232,24 @@ class FlagSource:
         for dependency in self.dependencies:
             found += [f"-I{os.path.join(dependency, d)}" if d else f"-I{dependency}"
                       for d in include_dirs(_files(dependency), named)]
-        system = [arg for directory in host_include_dirs() for arg in ("-isystem", directory)]
+        system = _system()
         self._inferred["c"] = ("-x", "c", *found, *system, *QUIET)
         cxx = ("-x", "c++", f"-std={self.settings.std}", *found, *system, *QUIET)
         headers = standard_headers(named)
-        pch = standard_pch(cxx, headers, self.pch_dir) if self.pch_dir is not None and headers else ()
+        pch, inputs = standard_pch(cxx, headers, self.pch_dir) if self.pch_dir is not None and headers else ((), ())
         self._inferred["c++"] = (*cxx, *pch)
+        self._inferred["c++ without pch"] = cxx
+        self._in_pch = {suffix for name in inputs for suffix in _suffixes(name)}
+
+
+def _system() -> tuple[str, ...]:
+    return tuple(arg for directory in host_include_dirs() for arg in ("-isystem", directory))
+
+
+def _suffixes(path: str) -> set[str]:
+    """Every tail of a path at a directory boundary: bits/move.h gives {bits/move.h, move.h}."""
+    parts = path.strip(os.sep).split(os.sep)
+    return {os.sep.join(parts[k:]) for k in range(len(parts))}
 
 
 def project_includes(root: str) -> tuple[list[str], set[str]]:
@@ -261,27 +284,35 @@ def standard_headers(named: set[str]) -> list[str]:
     return sorted(n for n in named if "." not in n and "/" not in n and os.path.isfile(os.path.join(library, n)))
 
 
-def standard_pch(flags: tuple[str, ...], headers: list[str], pch_dir: str | os.PathLike) -> tuple[str, ...]:
+def standard_pch(flags: tuple[str, ...], headers: list[str],
+                 pch_dir: str | os.PathLike) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """("-include-pch", path) of a precompiled header including `headers` under `flags`, built when missing or
-    when it no longer loads (clang checks the headers it was built from); its name is a digest of both. () when
-    clang reports an error building it."""
+    when it no longer loads (clang checks the headers it was built from); its name is a digest of both. With it,
+    the files it holds (real paths), listed beside it when built. ((), ()) when clang reports an error building
+    it."""
     key = data_digest("\0".join([*flags, "", *headers]).encode())[:24]
     header, pch = Path(pch_dir, f"std-{key}.h"), Path(pch_dir, f"std-{key}.pch")
+    listed = Path(pch_dir, f"std-{key}.inputs")
     use = ("-include-pch", str(pch))
-    if pch.is_file() and _clean(Path(pch_dir, "empty.cc"), (*flags, *use), b""):
-        return use
+    if pch.is_file() and listed.is_file() and _clean(Path(pch_dir, "empty.cc"), (*flags, *use), b""):
+        return use, tuple(listed.read_text(encoding="utf-8").splitlines())
     Path(pch_dir).mkdir(parents=True, exist_ok=True)
     _create_once(header, "".join(f"#include <{h}>\n" for h in headers))
     tu = _clean(header, tuple("c++-header" if a == "c++" else a for a in flags))
     if tu is None:
-        return ()
-    tmp = own_temp_name(pch)  # workers may build it at the same moment: the last rename wins
+        return (), ()
+    inputs = tuple(sorted({os.path.realpath(i.include.name) for i in tu.get_includes()}))
+    # workers may build them at the same moment: the last rename wins; the list first, as the PCH's presence
+    # says the list is there
+    with atomic_output(listed, "w", shared=True, durable=False, encoding="utf-8") as f:
+        f.write("".join(f"{name}\n" for name in inputs))
+    tmp = own_temp_name(pch)
     try:
         tu.save(str(tmp))
         commit(tmp, pch)
     finally:
         tmp.unlink(missing_ok=True)
-    return use
+    return use, inputs
 
 
 def _clean(path: Path, flags: tuple[str, ...], text: bytes | None = None):
@@ -358,7 +389,8 @@ def load(root: str | os.PathLike, rel: str, flags: tuple[str, ...], settings: Se
     path = os.path.join(root, rel)
     data = text.encode("utf-8", "surrogateescape") if text is not None else Path(path).read_bytes()
     deadline = time.monotonic() + settings.timeout_s
-    parse = _Parse(path, flags, data if text is not None else None)
+    # clang's own limit (20 by default) above ours, or a fatal "too many errors emitted" would stop it first
+    parse = _Parse(path, (*flags, f"-ferror-limit={settings.max_errors + 1}"), data if text is not None else None)
     parse.start()
     parse.join(settings.timeout_s)
     result = FileResult(rel, data_digest(data), flags, (), (), 0, (), "", 0)
@@ -369,16 +401,25 @@ def load(root: str | os.PathLike, rel: str, flags: tuple[str, ...], settings: Se
     tu = parse.tu
     errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
     includes, outside = _includes(tu, root)
-    result = replace(result, includes=includes, outside=outside, errors=len(errors))
+    first = f"{_at(errors[0], root, rel)}: {errors[0].spelling}" if errors else ""
+    result = replace(result, includes=includes, outside=outside, errors=len(errors), first_error=first)
     if len(errors) > settings.max_errors:
-        return Loaded(None, _fallback(result, f"too many errors ({len(errors)} > {settings.max_errors})"), root,
+        return Loaded(None, _fallback(result, f"too many errors (more than {settings.max_errors})"), root,
                       deadline)
     fatal = next((d for d in errors if d.severity == ci.Diagnostic.Fatal), None)
     if fatal is not None:
-        where = fatal.location
-        at = f"{os.path.relpath(where.file.name, root)}:{where.line}" if where.file else rel
-        return Loaded(None, _fallback(result, f"fatal error at {at}: {fatal.spelling}"), root, deadline)
+        return Loaded(None, _fallback(result, f"fatal error at {_at(fatal, root, rel)}: {fatal.spelling}"), root,
+                      deadline)
     return Loaded(tu, result, root, deadline)
+
+
+def _at(diagnostic, root: str, rel: str) -> str:
+    """`path:line` of a diagnostic: relative to the root inside it, absolute outside (a system header)."""
+    where = diagnostic.location
+    if where.file is None:
+        return rel
+    name = os.path.realpath(where.file.name)
+    return f"{os.path.relpath(name, root) if name.startswith(root + os.sep) else name}:{where.line}"
 
 
 def walk(loaded: Loaded) -> FileResult:

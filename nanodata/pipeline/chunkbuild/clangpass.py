@@ -135,13 +135,19 @@ def annotate(fu: FileUnits, result: cx.FileResult) -> list[tuple[str, int]]:
 
 def _counts(result: cx.FileResult | None, fallback: str, source: str) -> dict:
     """A file's figures for the summary: resolved by clang or by names (with the reason's kind and the file named),
-    references bound, bound to a declaration in the input tree, left unbound."""
+    references bound, bound to a declaration in the input tree, left unbound; a file clang parsed with errors
+    (fewer than fall back: its flags miss a macro or a directory, and part of it binds nothing) counted, with its
+    first error."""
     if fallback:
         reason = next((kind for kind in FALLBACKS if fallback.startswith(kind)), fallback)
         return {"files_names": 1, f"names: {reason}": 1, "examples": [f"{source}: {fallback}"]}
-    return {"files_clang": 1, "references_bound": len(result.references),
-            "references_bound_in_tree": sum(r.in_project for r in result.references),
-            "references_unbound": result.unbound}
+    counts = {"files_clang": 1, "references_bound": len(result.references),
+              "references_bound_in_tree": sum(r.in_project for r in result.references),
+              "references_unbound": result.unbound}
+    if result.errors:
+        counts |= {"files_clang_with_errors": 1,
+                   "with_errors_examples": [f"{source}: {result.first_error} (errors: {result.errors})"]}
+    return counts
 
 
 def pull_changes(index, f: int, source: str, mode: str) -> dict:

@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         total = {k: sum(p.get(k, 0) for p in s["clang"].values()) for p in s["clang"].values() for k in p
                  if not k.endswith("examples")}
         reasons = ", ".join(f"{k[7:]} {n}" for k, n in sorted(total.items()) if k.startswith("names: ")) or "none"
-        print(f"clang resolver: {total.get('files_clang', 0)} files by clang, {total.get('files_names', 0)} by names "
+        print(f"clang resolver: {total.get('files_clang', 0)} files by clang ({total.get('files_clang_with_errors', 0)} "
+              f"of them parsed with errors), {total.get('files_names', 0)} by names "
               f"({reasons}); {total.get('references_bound', 0):,} references bound, "
               f"{total.get('references_bound_in_tree', 0):,} in the input tree; pulls vs names "
               + (f"(the files emitted in this run): {total['pulls_gained']} gained, {total['pulls_lost']} lost, "

@@ -352,3 +352,26 @@ def test_a_call_that_depends_on_a_templates_arguments_is_resolved_by_names(tmp_p
     summary = _run(tree, out, mode=mode, resolver="clang")
     assert sum(f.get("files_clang", 0) for f in summary["clang"].values()) == 3
     assert "clamp positive" in _docs(out)["proj/process.cc"]
+
+
+def test_files_clang_parsed_with_errors_are_counted_with_their_first_error(tmp_path):
+    """port.h declares its namespace only for a platform macro that inferred flags do not define: format.cc still
+    parses (two errors, fewer than fall back) and counts as by clang, but the summary says it had errors."""
+    root = _tree(tmp_path, {
+        "port.h": """\
+            #pragma once
+            #ifdef PLATFORM_POSIX
+            namespace port { inline int page() { return 4096; } }
+            #endif
+            """,
+        "format.cc": """\
+            #include "port.h"
+            int block() { return port::page(); }
+            int twice() { return 2 * port::page(); }
+            """,
+        "clean.cc": "int clean() { return 1; }\n",
+    })
+    figures = _run(root, tmp_path / "out.jsonl", resolver="clang")["clang"]["proj"]
+    assert figures["files_clang"] == 3 and figures["files_clang_with_errors"] == 1
+    assert figures["with_errors_examples"] == [
+        "proj/format.cc: proj/format.cc:2: use of undeclared identifier 'port' (errors: 2)"]

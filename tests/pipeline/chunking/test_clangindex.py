@@ -250,7 +250,8 @@ def test_compile_commands_give_the_flags(tmp_path):
     flags = cx.FlagSource(root)
     assert flags.origin == "build/compile_commands.json"
     assert flags.flags_for("src/pick.cc")[:3] == ("-DUSE_B", f"-I{root / 'inc'}", "-std=c++17")
-    assert flags.flags_for("inc/api.h") == flags.flags_for("src/pick.cc")  # a header: its nearest source's
+    # a header: its nearest source's, in that source's language
+    assert flags.flags_for("inc/api.h") == ("-x", "c++", *flags.flags_for("src/pick.cc"))
     result = cx.parse_file(root, "src/pick.cc", flags.flags_for("src/pick.cc"))
     assert [r.usr for r in result.references if r.kind == "call"] == ["c:@F@b_way#"]
 
@@ -310,7 +311,7 @@ def test_standard_pch_changes_nothing_but_the_flags(tmp_path):
     plain = _parse_all(root)
     with_pch = _parse_all(root, pch_dir=tmp_path / "pch")
     assert "-include-pch" in with_pch["names.cc"].flags
-    assert [p.name.rsplit(".", 1)[-1] for p in sorted((tmp_path / "pch").iterdir())] == ["h", "pch"]
+    assert [p.name.rsplit(".", 1)[-1] for p in sorted((tmp_path / "pch").iterdir())] == ["h", "inputs", "pch"]
     for rel, result in plain.items():
         assert not result.fallback and not with_pch[rel].fallback
         assert (with_pch[rel].definitions, with_pch[rel].references) == (result.definitions, result.references)
@@ -335,3 +336,89 @@ def test_unreadable_compile_commands_leave_the_flags_inferred(tmp_path):
     flags = cx.FlagSource(root)
     assert flags.origin == "inferred (compile_commands.json unreadable: KeyError: 'command')"
     assert not cx.parse_file(root, "a.cc", flags.flags_for("a.cc")).fallback
+
+
+def _database(root: Path, command: str) -> None:
+    """compile_commands.json with one entry per .cc/.c file of root, as `command {file} -o x.o` run in root."""
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".cc", ".c"))
+    (root / "compile_commands.json").write_text(json.dumps(
+        [{"directory": str(root), "file": rel, "command": f"{command} -c {rel} -o /tmp/x.o"} for rel in files]))
+
+
+def test_database_flags_find_the_system_headers_and_give_headers_their_language(tmp_path):
+    """The wheel's libclang has no stddef.h of its own: a database's flags get the host compiler's system
+    directories after their own. A header borrows a source's flags as C++ (clang takes a .h for C, where
+    -std=c++17 is an error), without that source's path, -c or -o."""
+    root = _tree(tmp_path / "db", {
+        "include/sized.h": """\
+            #pragma once
+            #include <cstddef>
+            namespace sized {
+            class Buffer {
+             public:
+              std::size_t size() const { return n_; }
+             private:
+              std::size_t n_ = 0;
+            };
+            }  // namespace sized
+            """,
+        "src/sized.cc": '#include "sized.h"\nstd::size_t total(const sized::Buffer& b) { return b.size(); }\n',
+    })
+    _database(root, "c++ -std=c++17 -DSIZED=1 -Iinclude")
+    flags = cx.FlagSource(root)
+    own, borrowed = flags.flags_for("src/sized.cc"), flags.flags_for("include/sized.h")
+    source = cx.parse_file(root, "src/sized.cc", own)
+    assert (source.fallback, source.errors) == ("", 0)
+    assert [r.usr for r in source.references if r.kind == "call"] == ["c:@N@sized@S@Buffer@F@size#1"]
+    header = cx.parse_file(root, "include/sized.h", borrowed)
+    assert (header.fallback, header.errors) == ("", 0)
+    assert [d.qualified for d in header.definitions] == ["sized::Buffer", "sized::Buffer::size", "sized::Buffer::n_"]
+    assert own[:3] == ("-std=c++17", "-DSIZED=1", f"-I{root / 'include'}")
+    assert own[3] == "-isystem" and own[-len(cx.QUIET):] == cx.QUIET
+    assert borrowed == ("-x", "c++", *own)
+    assert not {"-c", "-o", "/tmp/x.o", "src/sized.cc", str(root / "src/sized.cc")} & set(borrowed)
+
+
+def test_a_fatal_error_outside_the_project_names_its_file_absolute(tmp_path):
+    outside = _tree(tmp_path / "vendor", {"vendor.h": '#pragma once\n#include "vendor_config.h"\n'})
+    root = _tree(tmp_path / "app", {"app.cc": '#include "vendor.h"\nint app() { return 0; }\n'})
+    _database(root, f"c++ -std=c++17 -I{outside}")
+    result = cx.parse_file(root, "app.cc", cx.FlagSource(root).flags_for("app.cc"))
+    assert result.fallback == f"fatal error at {outside / 'vendor.h'}:2: 'vendor_config.h' file not found"
+
+
+def test_errors_count_up_to_the_limit_and_beyond_it_fall_back_as_too_many(tmp_path):
+    """clang stops at 20 errors unless told: a file of 30 is parsed and counted, with its first error; over
+    max_errors it falls back as too many errors."""
+    root = _tree(tmp_path, {"thirty.cc": "".join(f"int x{i} = undeclared{i};\n" for i in range(30))
+                            + "int fine() { return 1; }\n"})
+    flags = cx.FlagSource(root).flags_for("thirty.cc")
+    parsed = cx.parse_file(root, "thirty.cc", flags)
+    assert (parsed.fallback, parsed.errors) == ("", 30)
+    assert parsed.first_error == "thirty.cc:1: use of undeclared identifier 'undeclared0'"
+    assert "fine" in [d.name for d in parsed.definitions]
+    over = cx.parse_file(root, "thirty.cc", flags, cx.Settings(max_errors=25))
+    assert over.fallback == "too many errors (more than 25)" and over.definitions == ()
+
+
+def test_a_header_the_standard_pch_holds_is_parsed_without_it(tmp_path):
+    """The project's stddef.h is found before the system's (the project's -I come first), so <cstddef> puts it in
+    the standard-library PCH: its include guard, defined there, would hide its text (from an unsaved buffer
+    clang loads nothing at all). It is parsed without the PCH; the other files keep it."""
+    root = _tree(tmp_path / "tree", {
+        "stddef.h": """\
+            #ifndef SHIM_STDDEF_H
+            #define SHIM_STDDEF_H
+            #include_next <stddef.h>
+            namespace shim { inline size_t twice(size_t n) { return 2 * n; } }
+            #endif
+            """,
+        "use.cc": "#include <cstddef>\nstd::size_t four() { return shim::twice(2); }\n",
+    })
+    flags = cx.FlagSource(root, pch_dir=tmp_path / "pch")
+    for text in ((root / "stddef.h").read_text(), None):
+        result = cx.parse_file(root, "stddef.h", flags.flags_for("stddef.h"), text=text)
+        assert (result.fallback, [d.qualified for d in result.definitions]) == ("", ["shim::twice"])
+    assert "-include-pch" in flags.flags_for("use.cc") and "-include-pch" not in flags.flags_for("stddef.h")
+    use = cx.parse_file(root, "use.cc", flags.flags_for("use.cc"))
+    assert [r.usr for r in use.references if r.kind == "call"] == ["c:@N@shim@F@twice#l#"]
