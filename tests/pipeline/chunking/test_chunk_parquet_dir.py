@@ -31,8 +31,11 @@ def texts(path):
     return sorted(pq.read_table(path).column("text").to_pylist())
 
 
-@pytest.mark.parametrize("mode", ["basic", "compilable"])
-def test_same_shards_as_chunk_then_to_parquet(tree, tmp_path, mode):
+@pytest.mark.parametrize("mode, block", [("basic", None), ("compilable", None), ("compilable", 1)])
+def test_same_shards_as_chunk_then_to_parquet(tree, tmp_path, monkeypatch, mode, block):
+    """block 1: every write is converted at once, so the run ends with no lines pending"""
+    if block:
+        monkeypatch.setattr("nanodata.pipeline.chunkbuild.writer.CONVERT_BLOCK", block)
     chunk = ["chunk", "--project-dirs", str(tree), "--mode", mode, "--max-tokens", "64", "--no-progress"]
     assert run(chunk + ["--output", str(tmp_path / "docs.jsonl")])[0] == 0
     assert run(["to-parquet", "--input", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "two")] + SHARDS)[0] == 0
