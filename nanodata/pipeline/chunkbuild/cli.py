@@ -22,7 +22,8 @@ MODE_HELP = """modes:
               dropping cross-file functions, then preamble + named types + the function
 every doc is <= --max-tokens counted with the real tokenizer; every source line, as written, reaches the
 docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
-and closing lines), only a single statement larger than the budget at line boundaries. Output lines:
+and closing lines), only a single statement larger than the budget at line boundaries, and a single line
+larger than the budget by characters. Output lines:
 {"text","n_tokens","mode","source","lines","kind"}; OUTPUT.done (the summary as JSON) is written last. With
 --parquet-dir the docs go straight into parquet shards (to-parquet's split, shuffle and manifest;
 --rows-per-file, --val-fraction and --seed apply only there)."""

@@ -64,7 +64,7 @@ def test_help_names_the_flag_and_shares_to_parquet_defaults():
         assert main(["chunk", "--help"]) == 0
     text = " ".join(out.getvalue().split())
     assert "--parquet-dir DIR" in text and "as `nanodata to-parquet` would" in text
-    for words in ("train docs per shard (default: 50000)", "(default: 0.01)", "val split (default: 42)"):
+    for words in ("train docs per shard, at most", "(default: 50000)", "(default: 0.01)", "val split (default: 42)"):
         assert words in text
 
 
