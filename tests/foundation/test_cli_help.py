@@ -27,6 +27,8 @@ SHARD = f"train docs per shard, at most: a shard also closes at {FILE_BYTES >> 2
               "each unchanged file's result from the cache"),
     ("chunk", f"(over {MAX_LINES:,} lines, a line over {MAX_LINE_LENGTH:,} characters or a mean over "
               f"{MAX_MEAN_LINE_LENGTH})"),
+    ("chunk", "(written to OUTPUT.tmp, then renamed; with --append, OUTPUT itself)"),  # writer.JsonlWriter
+    ("chunk", "calls in other files (as --resolver finds them, breadth-first"),  # not only unique names: clang's USRs
     ("chunk", "and a single line larger than the budget by characters"),  # pack: a line over the budget
     ("chunk", SHARD),
     ("to-parquet", SHARD),
