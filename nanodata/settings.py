@@ -110,8 +110,8 @@ class ChunkSettings:
     filters: tuple[str, ...] = setting(
         FILTER_NAMES, scope=FILE, metavar="LIST", title="File filters",
         help="files dropped before chunking (StarCoder2's rules), each named in the summary with the figure that "
-             "decided it: generated (a generator's notice or header), long-lines (a line over 1,000 characters or a "
-             "mean over 100), alpha (under 25% alphabetic), encoded (base64, hex or \\uXXXX data over 1,024 "
+             "decided it: generated (a generator's notice or header), long-lines (over 100,000 lines, a line over "
+             "1,000 characters or a mean over 100), alpha (under 25% alphabetic), encoded (base64, hex or \\uXXXX data over 1,024 "
              "characters or half the file); comma-separated, or none")
     redact: tuple[str, ...] = setting(
         REDACT_NAMES, scope=FILE, metavar="LIST", title="Redaction",
@@ -197,7 +197,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         if not meta["flag"]:
             continue
         if f.name == "reuse":
-            parser.add_argument("--no-reuse", dest="reuse", action="store_false", help=f"--cache: {meta['help']}")
+            # the flag turns the setting off, so its help says what off does, not what the setting is
+            parser.add_argument("--no-reuse", dest="reuse", action="store_false",
+                                help="--cache: chunk every file again (a clean rebuild) and refresh its entry, "
+                                     "instead of reading each unchanged file's result from the cache; the output "
+                                     "is byte-identical either way")
             continue
         kw = {"dest": f.name, "metavar": meta["metavar"], "help": meta["help"].replace("%", "%%")}
         if meta["choices"]:

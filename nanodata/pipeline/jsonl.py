@@ -90,7 +90,7 @@ def line_bounds(block: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
     ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
     if len(block) and block[-1] != ord("\n"):
         ends = np.append(ends, len(block))
-    starts = np.concatenate(([0], ends[:-1]))
+    starts = np.concatenate(([0], ends[:-1]))[:len(ends)]  # an empty block has no line, not one empty line
     return starts, ends
 
 

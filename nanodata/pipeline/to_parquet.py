@@ -315,7 +315,8 @@ def jsonl_to_parquet(inputs, out_dir, *, rows_per_file: int = ROWS_PER_FILE.defa
 def add_shard_flags(parser) -> None:
     """--rows-per-file, --val-fraction and --seed: how docs become shards, for to-parquet and chunk --parquet-dir."""
     parser.add_argument("--rows-per-file", type=flag(ROWS_PER_FILE), default=ROWS_PER_FILE.default,
-                        help=f"train docs per shard (default: {ROWS_PER_FILE.default})")
+                        help=f"train docs per shard, at most: a shard also closes at {FILE_BYTES >> 20} MB of JSON "
+                             f"lines (default: {ROWS_PER_FILE.default})")
     parser.add_argument("--val-fraction", type=flag(VAL_FRACTION), default=VAL_FRACTION.default,
                         help=f"fraction of docs hashed into val_shard.parquet (default: {VAL_FRACTION.default})")
     parser.add_argument("--seed", type=flag(SEED), default=SEED.default,
@@ -332,8 +333,8 @@ def configure_parser(parser) -> None:
     parser.add_argument("--out", type=local_path(), required=True, help="output directory")
     add_shard_flags(parser)
     parser.add_argument("--row-group-size", type=flag(ROW_GROUP_SIZE), default=ROW_GROUP_SIZE.default,
-                        help="docs per parquet row group; the loader strides row groups across ranks "
-                             f"(default: {ROW_GROUP_SIZE.default})")
+                        help=f"docs per parquet row group, at most: a group also closes at {ROW_GROUP_BYTES >> 20} MB; "
+                             f"the loader strides row groups across ranks (default: {ROW_GROUP_SIZE.default})")
     parser.add_argument("--follow", action="store_true",
                         help="tail inputs still being written; an input ends at its X.jsonl.done marker or "
                              "after --idle-timeout seconds without growth")

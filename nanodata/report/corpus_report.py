@@ -70,19 +70,22 @@ def report_build(build: str, *, tokenizer: str = "cl100k_base", max_tokens: int 
 
 def configure_parser(parser) -> None:
     parser.add_argument("build_dir", metavar="BUILD_DIR",
-                        help="a built corpus: parquet shards (+ manifest.json) as written by `nanodata to-parquet`")
+                        help="a built corpus: parquet shards (+ manifest.json) as written by `nanodata to-parquet` "
+                             "or `nanodata chunk --parquet-dir` (whose summary in it is read too, all but the "
+                             "ambiguity table: for that give it as --chunk-summary)")
     parser.add_argument("--out", metavar="DIR", type=local_path(), default=None,
                         help=f"where to write the report (default: BUILD_DIR/{REPORT_DIR})")
     parser.add_argument("--tokenizer", default="cl100k_base",
                         help="tokenizer for counting tokens when the shards have no complete n_tokens column "
-                             "(tiktoken name or a dir from `nanodata tokenizer`; default: cl100k_base)")
+                             "(tiktoken name or a `nanodata tokenizer train` directory; default: cl100k_base)")
     parser.add_argument("--max-tokens", type=flag(REPORT_MAX_TOKENS), default=None, metavar="N",
                         help="the --max-tokens the corpus was chunked with: the length histogram ends at N and "
                              "the crop table adds T=N (default: the histogram ends at the longest doc)")
     parser.add_argument("--chunk-summary", metavar="OUTPUT.done", default=None,
                         help="the summary `nanodata chunk` wrote next to its output: the report adds its table "
-                             "of names ambiguous per project (global modes) and its near-duplicate files "
-                             "(--dedup near)")
+                             "of names ambiguous per project (global modes), its near-duplicate files (--dedup "
+                             "near), what cleaning dropped and redacted and the clang resolver's figures; one with "
+                             "neither ambiguity counts nor near-duplicates is refused")
 
 
 def run(args) -> int:

@@ -15,14 +15,15 @@ MODE_HELP = """modes:
   basic       a file that fits is one doc; otherwise preamble (includes, macros, using, typedefs,
               forward declarations) + runs of whole types/functions; namespaces re-wrapped
   dep-aware   like basic, functions ordered callees-first (call levels; cycles after, in source order)
-  cross-file  each function also carries the functions it calls in other files (unique names only,
+  cross-file  each function also carries the functions it calls in other files (as --resolver finds them,
               breadth-first up to --cross-depth)
   project     cross-file over --project-dirs; projects ordered by their #include dependencies
   compilable  per function: preamble, needed types in dependency order, callees first; falls back to
               dropping cross-file functions, then preamble + named types + the function
 every doc is <= --max-tokens counted with the real tokenizer; every source line, as written, reaches the
 docs; a unit larger than that is cut along its syntax tree into docs of kind "split" (each with its opening
-and closing lines), only a single statement larger than the budget at line boundaries. Output lines:
+and closing lines), only a single statement larger than the budget at line boundaries, and a single line
+larger than the budget by characters. Output lines:
 {"text","n_tokens","mode","source","lines","kind"}; OUTPUT.done (the summary as JSON) is written last. With
 --parquet-dir the docs go straight into parquet shards (to-parquet's split, shuffle and manifest;
 --rows-per-file, --val-fraction and --seed apply only there)."""
@@ -39,7 +40,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "in DIR form a project named after DIR (so a plain folder of C++ files just works)")
     out = parser.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", type=local_path("file", OUTPUT_HINT),
-                     help="output JSONL, a local file (written to OUTPUT.tmp, then renamed)")
+                     help="output JSONL, a local file (written to OUTPUT.tmp, then renamed; with --append, "
+                          "OUTPUT itself)")
     out.add_argument("--parquet-dir", metavar="DIR", type=local_path(),
                      help="write parquet shards to DIR (new or empty) instead of JSONL, as `nanodata to-parquet` "
                           "would from OUTPUT with the same --rows-per-file, --val-fraction and --seed; the summary "

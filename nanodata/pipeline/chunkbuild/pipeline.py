@@ -584,6 +584,14 @@ def input_items(inputs, project_dirs, extensions, max_file_bytes: int | None):
         yield from tree_items(str(root), number, extensions, max_file_bytes)
 
 
+def _nothing_found(inputs, project_dirs, extensions) -> str:
+    """Where a run found no file at all: what it looked in, and for what (one of the two is given)."""
+    where = [f"no docs in {', '.join(map(str, inputs))}"] if inputs else []
+    if project_dirs:
+        where.append(f"no C++ files (extensions {','.join(extensions)}) under {', '.join(map(str, project_dirs))}")
+    return "; ".join(where)
+
+
 def cut_by_bytes(items, limit: int):
     """Consecutive partitions of an item stream, each closed once it holds `limit` bytes of files."""
     iterator = iter(items)
@@ -677,8 +685,10 @@ def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig,
             first = (f": first problem: {tally.problems[0]}" if tally.problems else
                      f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else
                      f": every file was dropped, first {dropped}" if dropped else "")
-            raise NanodataError(f"no usable C++ input ({tally.files_skipped + tally.files_failed + tally.files_dropped} "
-                                f"problems){first}")
+            seen = tally.files_skipped + tally.files_failed + tally.files_dropped
+            if not seen:
+                raise NanodataError(f"no C++ input: {_nothing_found(inputs, project_dirs, extensions)}")
+            raise NanodataError(f"no usable C++ input ({seen} problem{'s' * (seen != 1)}){first}")
     except BaseException as exc:
         writer.abort()
         if is_disk_full(exc):  # the output, its staging or the dedupe table: all next to OUTPUT

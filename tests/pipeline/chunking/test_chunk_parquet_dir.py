@@ -31,8 +31,11 @@ def texts(path):
     return sorted(pq.read_table(path).column("text").to_pylist())
 
 
-@pytest.mark.parametrize("mode", ["basic", "compilable"])
-def test_same_shards_as_chunk_then_to_parquet(tree, tmp_path, mode):
+@pytest.mark.parametrize("mode, block", [("basic", None), ("compilable", None), ("compilable", 1)])
+def test_same_shards_as_chunk_then_to_parquet(tree, tmp_path, monkeypatch, mode, block):
+    """block 1: every write is converted at once, so the run ends with no lines pending"""
+    if block:
+        monkeypatch.setattr("nanodata.pipeline.chunkbuild.writer.CONVERT_BLOCK", block)
     chunk = ["chunk", "--project-dirs", str(tree), "--mode", mode, "--max-tokens", "64", "--no-progress"]
     assert run(chunk + ["--output", str(tmp_path / "docs.jsonl")])[0] == 0
     assert run(["to-parquet", "--input", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "two")] + SHARDS)[0] == 0
@@ -61,7 +64,7 @@ def test_help_names_the_flag_and_shares_to_parquet_defaults():
         assert main(["chunk", "--help"]) == 0
     text = " ".join(out.getvalue().split())
     assert "--parquet-dir DIR" in text and "as `nanodata to-parquet` would" in text
-    for words in ("train docs per shard (default: 50000)", "(default: 0.01)", "val split (default: 42)"):
+    for words in ("train docs per shard, at most", "(default: 50000)", "(default: 0.01)", "val split (default: 42)"):
         assert words in text
 
 

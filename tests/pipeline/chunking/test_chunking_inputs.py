@@ -84,6 +84,21 @@ def test_nothing_usable_is_an_error(tmp_path):
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "out.jsonl.tmp").exists()
 
 
+def test_finding_no_file_says_where_it_looked_and_for_what(tmp_path):
+    (tmp_path / "tree" / "docs").mkdir(parents=True)
+    (tmp_path / "tree" / "docs" / "README.md").write_text("no C++ here\n")
+    (tmp_path / "tree" / "a.c").write_text("int f(void) { return 1; }\n")  # not one of the --extensions
+    blank = _write_lines(tmp_path / "blank.jsonl", [b"", b""])
+    done = subprocess.run([NANODATA, "chunk", "--no-progress", "--project-dirs", str(tmp_path / "tree"),
+                           "--extensions", "cc,h", "--output", str(tmp_path / "out.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"no C++ files (extensions .cc,.h) under {tmp_path / 'tree'}" in done.stderr, done.stderr
+    with pytest.raises(NanodataError, match=f"no docs in {blank}$"):
+        chunk_to_jsonl(tmp_path / "out.jsonl", inputs=[blank])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.jsonl", "tree"]
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"max_tokens": 15}, "--max-tokens must be a whole number >= 16 and <= 1048576, not 15"),
     ({"mode": "fancy"}, "--mode 'fancy'"),

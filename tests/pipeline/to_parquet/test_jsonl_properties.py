@@ -139,6 +139,11 @@ def alone(line: bytes) -> tuple:
     return verdict
 
 
+def test_an_empty_block_has_no_line():
+    parsed = parse_block(b"")
+    assert not len(parsed.starts) and not len(parsed.ends) and not parsed.table.num_rows and not parsed.bad
+
+
 @settings(max_examples=150, deadline=None)
 @given(lines, st.booleans(), st.booleans(), st.integers(1, 300))
 @example([BOM_ALONE, TWO], False, True, 300)  # the pair where Arrow's reader is at its most lenient: a block start
