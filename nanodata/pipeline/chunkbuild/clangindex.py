@@ -394,7 +394,7 @@ def load(root: str | os.PathLike, rel: str, flags: tuple[str, ...], settings: Se
     parse.start()
     parse.join(settings.timeout_s)
     result = FileResult(rel, data_digest(data), flags, (), (), 0, (), "", 0)
-    if parse.is_alive():
+    if parse.is_alive() or time.monotonic() > deadline:  # (a parse that just made it, late, is as late)
         return Loaded(None, _fallback(result, f"timeout: parse over {settings.timeout_s:g} s"), root, deadline)
     if parse.tu is None:
         return Loaded(None, _fallback(result, parse.error), root, deadline)
@@ -429,6 +429,8 @@ def walk(loaded: Loaded) -> FileResult:
     walker = _Walk(loaded.tu, loaded.root, os.path.join(loaded.root, loaded.result.path), loaded.deadline)
     try:
         walker.run()
+        if time.monotonic() > loaded.deadline:  # the clock is read every WALK_CHECK_EVERY cursors: and at the end
+            raise _Timeout
     except _Timeout:
         return _fallback(loaded.result, "timeout: walk over the file's time")
     return replace(loaded.result, definitions=tuple(walker.definitions), references=tuple(walker.references),

@@ -200,6 +200,14 @@ def test_timeout_falls_back(tmp_path):
     assert result.fallback.startswith("timeout: parse over")
 
 
+def test_a_parse_that_ends_after_its_time_is_a_timeout_however_soon_it_ends(tmp_path):
+    """A tiny file parses in well under a millisecond, often before the caller looks: finished late is still late,
+    so the same time limit gives the same fallbacks whatever the machine's load (the docs depend on it)."""
+    root = _tree(tmp_path, {"tiny.cc": "int f() { return 1; }\n"})
+    settings = cx.Settings(timeout_s=1e-9)
+    assert all(_parse_all(root, settings)["tiny.cc"].fallback.startswith("timeout") for _ in range(20))
+
+
 def test_walk_skips_cursors_of_other_files(tmp_path):
     root = _tree(tmp_path, {
         "helpers.h": """\
