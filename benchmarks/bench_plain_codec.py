@@ -1,7 +1,7 @@
 """What the plain-data codec costs on the chunker's stores, beside the JSON it cannot avoid.
 
-Parses the C++ files of NANODATA_BENCH_TREES (colon-separated folders; default /work/trees/leveldb:/work/trees/re2)
-as the parse pass does, then, in CPU seconds (best of --runs):
+Parses the C++ files of NANODATA_BENCH_TREES (colon-separated folders, e.g. checkouts of google/leveldb and
+google/re2; default: this machine's libstdc++ headers, /usr/include/c++) as the parse pass does, then, in CPU seconds (best of --runs):
 - the unit stores: stored.UNITS encode + decode of each file's units and stored.BARE_UNIT encode + decode of each
   unit, beside json.dumps + json.loads of the same JSON bodies (the floor: what any JSON codec pays);
 - the cache's read path: each file's entry (stored.RESULT of its whole-file doc) put in an EntryStore, then read
@@ -26,8 +26,8 @@ from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.storage.entries import EntryStore
 from nanodata.storage.plain import HEADER
 
-TREES = os.environ.get("NANODATA_BENCH_TREES", "/work/trees/leveldb:/work/trees/re2").split(":")
-CPP = (".h", ".hh", ".hpp", ".cc", ".cpp", ".cxx")
+TREES = [p for p in os.environ.get("NANODATA_BENCH_TREES", "/usr/include/c++").split(":") if p]
+CPP = (".h", ".hh", ".hpp", ".cc", ".cpp", ".cxx", ".tcc")
 
 
 def best(fn, runs: int) -> float:
