@@ -23,19 +23,27 @@ import hashlib
 import json
 import types
 import typing
+from itertools import chain
 from operator import attrgetter, itemgetter
 
 MAGIC = b"npd1"
 HEADER = len(MAGIC) + 8 + 8
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
+_LIST, _TWO = frozenset((list,)), frozenset((2,))
 # json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once, not per value
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _only(values, kinds: frozenset) -> bool:
-    """Is the type of every one of `values` in `kinds`? (One C-speed pass: no call per item.)"""
-    return set(map(type, values)) <= kinds
+    """Is the type of every one of `values` in `kinds`? (One C-speed pass: no call per item, no set built, stops at
+    the first other type.)"""
+    return kinds.issuperset(map(type, values))
+
+
+def _pairs(values) -> bool:
+    """Is every one of `values` a list of two? (As _only: no call per item.)"""
+    return _LIST.issuperset(map(type, values)) and _TWO.issuperset(map(len, values))
 
 
 def _tuple_of(getter, keys: list):
@@ -199,6 +207,7 @@ def _fixed_tuple(inners: list[_Conv]) -> _Conv:
 
 def _mapping(key: _Conv, value: _Conv) -> _Conv:
     conv = _Conv(f"dict[{key.name}, {value.name}]")
+    exact = frozenset((value.exact,))
     if key.name == "str":  # a JSON object
         def enc(v, blobs):
             if type(v) is not dict:
@@ -208,6 +217,8 @@ def _mapping(key: _Conv, value: _Conv) -> _Conv:
         def dec(v, ctx):
             if type(v) is not dict:
                 _fail(conv.name, v)
+            if value.exact is not None and _only(v.values(), exact):  # (counts by name: no call per item)
+                return v
             return {k: value.dec(x, ctx) for k, x in v.items()}
     else:  # [[key, value], ...]
         def enc(v, blobs):
@@ -216,7 +227,7 @@ def _mapping(key: _Conv, value: _Conv) -> _Conv:
             return [[key.enc(k, blobs), value.enc(x, blobs)] for k, x in v.items()]
 
         def dec(v, ctx):
-            if type(v) is not list or not all(type(p) is list and len(p) == 2 for p in v):
+            if type(v) is not list or not _pairs(v):
                 _fail(conv.name, v)
             return {key.dec(k, ctx): value.dec(x, ctx) for k, x in v}
 
@@ -226,15 +237,19 @@ def _mapping(key: _Conv, value: _Conv) -> _Conv:
 
 # plain values: scalars as themselves, a tuple as a JSON array, the rest as a one-key object naming its kind
 
-def _enc_plain(v, blobs):
+# (a scalar item is taken in place, as the call for it would give it back: no call per item)
+
+def _enc_plain(v, blobs, _scalars=_SCALAR_SET.issuperset):
     t = type(v)
-    if t in _SCALARS:
+    if t in _SCALAR_SET:
         return v
-    if t is tuple:  # (names, numbers: no call per item)
-        return list(v) if _only(v, _SCALAR_SET) else [_enc_plain(x, blobs) for x in v]
+    if t is tuple:
+        return list(v) if _scalars(map(type, v)) else _enc_items(v, blobs)
     if t is list:
-        return {"l": list(v) if _only(v, _SCALAR_SET) else [_enc_plain(x, blobs) for x in v]}
+        return {"l": list(v) if _scalars(map(type, v)) else _enc_items(v, blobs)}
     if t is dict:
+        if _scalars(map(type, v)) and _scalars(map(type, v.values())):
+            return {"d": list(map(list, v.items()))}
         return {"d": [[_enc_plain(k, blobs), _enc_plain(x, blobs)] for k, x in v.items()]}
     if t is bytes:
         blobs.append(v)
@@ -242,19 +257,25 @@ def _enc_plain(v, blobs):
     raise TypeError(f"not a plain value: {t.__name__}")
 
 
-def _dec_plain(v, ctx):
+def _enc_items(v, blobs) -> list:
+    return [x if type(x) in _SCALAR_SET else _enc_plain(x, blobs) for x in v]
+
+
+def _dec_plain(v, ctx, _scalars=_SCALAR_SET.issuperset):
     t = type(v)
     if t is list:
-        if _only(v, _SCALAR_SET):  # names, numbers: no call per item
+        if _scalars(map(type, v)):  # names, numbers
             return tuple(v)
-        return tuple(_dec_plain(x, ctx) for x in v)
+        return tuple([x if type(x) in _SCALAR_SET else _dec_plain(x, ctx) for x in v])
     if t is dict:
         if len(v) != 1:
             _fail("a plain value", v)
         (kind, inner), = v.items()
         if kind == "l" and type(inner) is list:
-            return [_dec_plain(x, ctx) for x in inner]
-        if kind == "d" and type(inner) is list and all(type(p) is list and len(p) == 2 for p in inner):
+            return [x if type(x) in _SCALAR_SET else _dec_plain(x, ctx) for x in inner]
+        if kind == "d" and type(inner) is list and _pairs(inner):
+            if _scalars(map(type, chain.from_iterable(inner))):  # (figures by name: no call per item)
+                return dict(inner)
             try:
                 return {_dec_plain(k, ctx): _dec_plain(x, ctx) for k, x in inner}
             except TypeError:  # an unhashable key
@@ -348,6 +369,14 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
             _fail(f"{cls.__qualname__} ({n} fields)", v)
         p = planned()
         if p.scalars(tuple(map(type, v))) == p.scalar_types:
+            if direct:  # (the common case: filled in place, no dict of values built first)
+                value = object.__new__(cls)
+                values = value.__dict__
+                values.update(fills)
+                values.update(zip(p.names, v, strict=True))
+                for i, name, _, field_dec in p.others:
+                    values[name] = field_dec(v[i], ctx)
+                return value
             values = dict(zip(p.names, v, strict=True))
             for i, name, _, field_dec in p.others:
                 values[name] = field_dec(v[i], ctx)

@@ -109,8 +109,12 @@ def read_unchecked(uri: str | os.PathLike) -> bytes | None:
     """read_bytes without the transfer's checksum, for a small object whose reader checks it itself (an entry under
     a MAC): a gs:// object in one light GET (gcs.read_object). Safe to call from several threads at once."""
     gs = parse_gs(os.fspath(uri))
-    if gs is None:
-        return read_bytes(uri)
+    if gs is None:  # (read_bytes's, without its side nor a buffer: many small entries are read in a row)
+        try:
+            with open(uri, "rb", buffering=0) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
     bucket, name = gs
     return read_object(bucket, name.rstrip("/"))
 

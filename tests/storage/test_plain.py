@@ -167,3 +167,27 @@ def test_writing_a_value_not_of_its_type_fails_loudly():
 def test_a_codec_travels_to_worker_processes():
     codec = pickle.loads(pickle.dumps(Codec(Record, omit={Record: {"where": ""}})))
     assert codec.decode(codec.encode(_record())).names == _record().names
+
+
+def test_values_checked_in_bulk_are_checked_as_each_one_alone():
+    """Lists, dicts and plain tuples of scalars are checked in one pass each: a wrong item anywhere in them still
+    makes the payload undecodable, and what they hold is written as the JSON of each value alone would be."""
+    counts = Codec(dict[str, int])
+    assert counts.decode(_with_body(counts, {"a": 1, "b": 2})) == {"a": 1, "b": 2}
+    for bad in ({"a": 1, "b": True}, {"a": 1, "b": "2"}, {"a": 1, "b": 1.0}, {"a": [1]}):
+        with pytest.raises(Undecodable):
+            counts.decode(_with_body(counts, bad))
+    plain = Codec(dict)
+    assert plain.decode(_with_body(plain, {"d": [["a", 1], [2, None]]})) == {"a": 1, 2: None}
+    for bad in ({"d": [["a", 1], ["b"]]}, {"d": [["a", 1], ["b", 2, 3]]}, {"d": [["a", 1], "b2"]},
+                {"d": [["a", 1], {"l": []}]}, {"d": [[{"l": ["k"]}, 1]]}):
+        with pytest.raises(Undecodable):
+            plain.decode(_with_body(plain, bad))
+    nested = Codec(tuple)
+    value = ("a", 1, (2, ("b", None)), [3, (4,)], {"k": (5, "v")}, True, 0.5)
+    body = ('[0,[],[["a",1,[2,["b",null]],{"l":[3,[4]]},{"d":[["k",[5,"v"]]]},true,0.5]]]')
+    assert nested.encode(value)[HEADER:] == body.encode()
+    assert nested.decode(nested.encode(value)) == value
+    for bad in (("a", {1, 2}), ("a", (1, object())), ("a", {"k": {1}}), {"k": [1, {2}]}):
+        with pytest.raises(TypeError):
+            Codec(object).encode(bad)
