@@ -299,7 +299,7 @@ def reuse_html(reuse: dict | None) -> str:
 
 
 CLANG_TITLE = "Clang resolver"
-CLANG_COLUMNS = ("project", "files_clang", "files_names", "fallback reasons", "references_bound",
+CLANG_COLUMNS = ("project", "files_clang", "files_names", "fallback reasons", "headers missing", "references_bound",
                  "references_bound_in_tree", "pulls_clang", "pulls_names", "pulls_gained", "pulls_lost", "pulls_changed")
 
 
@@ -313,7 +313,9 @@ def clang_html(clang: dict | None) -> str:
                                                       item[0]))
     rows = [{"project": name, **{c: figures.get(c, 0) for c in CLANG_COLUMNS[1:]},
              "fallback reasons": ", ".join(f"{k[7:]} {n:,}" for k, n in sorted(figures.items())
-                                           if k.startswith("names: ")) or "none"}
+                                           if k.startswith("names: ")) or "none",
+             "headers missing": ", ".join(f"{k[9:]} {n:,}" for k, n in sorted(
+                 ((k, n) for k, n in figures.items() if k.startswith("missing: ")), key=lambda m: (-m[1], m[0]))[:3])}
             for name, figures in ordered[:NEAR_PROJECTS_SHOWN]]
     more = max(len(ordered) - NEAR_PROJECTS_SHOWN, 0)
     examples = "".join(
@@ -322,7 +324,8 @@ def clang_html(clang: dict | None) -> str:
         if (listed := [x for _, figures in ordered for x in figures.get(f"{what}_examples", [])][:NEAR_EXAMPLES_SHOWN]))
     return (f"<h2>{CLANG_TITLE}</h2><p>Per project, most files first{f'; {more:,} more projects not listed' if more else ''}: "
             "files whose references libclang bound (files_clang) and files resolved by their names instead "
-            "(files_names, with the reasons), references bound and bound to a definition in the input tree, and the "
+            "(files_names, with the reasons, and the headers missing most often: a library the corpus lacks), "
+            "references bound and bound to a definition in the input tree, and the "
             "definitions pulled directly by clang (pulls_clang) against those the names rule pulls (pulls_names): "
             "gained, lost, and changed (the same name bound to another definition).</p>"
             + _columns_table(CLANG_COLUMNS, rows) + examples)

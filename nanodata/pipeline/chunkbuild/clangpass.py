@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -34,6 +35,7 @@ RESULT = Codec(cx.FileResult)
 NO_TREE = "not a file of a local project tree"
 FALLBACKS = ("fatal error", "too many errors", "timeout", "clang could not load it", NO_TREE)  # clangindex's reasons
 EXAMPLES_KEPT = 10  # of each kind (fallbacks, pulls gained, lost, changed) per project
+MISSING = re.compile(r"'([^']+)' file not found")  # clang's fatal error for an #include it cannot find
 
 
 class ClangPass:
@@ -140,7 +142,11 @@ def _counts(result: cx.FileResult | None, fallback: str, source: str) -> dict:
     first error."""
     if fallback:
         reason = next((kind for kind in FALLBACKS if fallback.startswith(kind)), fallback)
-        return {"files_names": 1, f"names: {reason}": 1, "examples": [f"{source}: {fallback}"]}
+        counts = {"files_names": 1, f"names: {reason}": 1, "examples": [f"{source}: {fallback}"]}
+        missing = MISSING.search(fallback)
+        if missing:  # most fatal errors are a header the corpus lacks (a third-party library): said by name
+            counts[f"missing: {missing.group(1)}"] = 1
+        return counts
     counts = {"files_clang": 1, "references_bound": len(result.references),
               "references_bound_in_tree": sum(r.in_project for r in result.references),
               "references_unbound": result.unbound}

@@ -127,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
         total = {k: sum(p.get(k, 0) for p in s["clang"].values()) for p in s["clang"].values() for k in p
                  if not k.endswith("examples")}
         reasons = ", ".join(f"{k[7:]} {n}" for k, n in sorted(total.items()) if k.startswith("names: ")) or "none"
+        missing = sorted(((n, k[9:]) for k, n in total.items() if k.startswith("missing: ")), key=lambda m: (-m[0], m[1]))
+        if missing:
+            reasons += "; headers missing most often: " + ", ".join(f"{h} {n}" for n, h in missing[:3])
         print(f"clang resolver: {total.get('files_clang', 0)} files by clang ({total.get('files_clang_with_errors', 0)} "
               f"of them parsed with errors), {total.get('files_names', 0)} by names "
               f"({reasons}); {total.get('references_bound', 0):,} references bound, "

@@ -375,3 +375,11 @@ def test_files_clang_parsed_with_errors_are_counted_with_their_first_error(tmp_p
     assert figures["files_clang"] == 3 and figures["files_clang_with_errors"] == 1
     assert figures["with_errors_examples"] == [
         "proj/format.cc: proj/format.cc:2: use of undeclared identifier 'port' (errors: 2)"]
+
+
+def test_the_header_a_fallback_misses_is_counted_by_name(runs):
+    """broken.cc includes a header the tree lacks: its fallback is counted under that header's name (a corpus
+    missing a library shows as one header sending many files to names)."""
+    figures = runs["cross-file", "clang"][1]["clang"]["proj"]
+    assert figures["missing: not_there.h"] == 1
+    assert not any(key.startswith("missing: ") for key in runs["cross-file", "names"][1].get("clang", {}).get("proj", {}))
