@@ -359,7 +359,7 @@ class _Timeout(Exception):
 _DIGESTS: dict[tuple, str] = {}
 
 
-def _included_digest(path: str) -> str:
+def included_digest(path: str) -> str:
     """file_digest, kept per (path, size, mtime) for the process: every file of a project includes the same
     headers."""
     st = os.stat(path)
@@ -453,8 +453,8 @@ def _includes(tu, root: str) -> tuple[tuple, str]:
     for inclusion in tu.get_includes():
         name = os.path.realpath(inclusion.include.name)
         (inside if name.startswith(root + os.sep) else others).add(name)
-    outside = "".join(f"{name}\t{_included_digest(name)}\n" for name in sorted(others))
-    return (tuple((os.path.relpath(n, root), _included_digest(n)) for n in sorted(inside)),
+    outside = "".join(f"{name}\t{included_digest(name)}\n" for name in sorted(others))
+    return (tuple((os.path.relpath(n, root), included_digest(n)) for n in sorted(inside)),
             data_digest(outside.encode()))
 
 

@@ -81,7 +81,7 @@ class ClangPass:
             return None
         for rel, digest in stored.includes:
             path = os.path.join(tree, rel)
-            if not os.path.isfile(path) or cx._included_digest(path) != digest:
+            if not os.path.isfile(path) or cx.included_digest(path) != digest:
                 return None
         return stored
 
@@ -162,6 +162,11 @@ def pull_changes(index, f: int, source: str, mode: str) -> dict:
     resolves: gained, lost, and changed (a name that names resolved to one definition and clang to another)."""
     counts = {"pulls_clang": 0, "pulls_names": 0, "pulls_gained": 0, "pulls_lost": 0, "pulls_changed": 0}
     examples: dict[str, list] = {"gained": [], "lost": [], "changed": []}
+
+    def shown(t) -> str:
+        target = index.unit(t)
+        return f"{target.owner}::{target.name}" if target.owner else target.name
+
     units = index.files[f].units
     for u, unit in enumerate(units):
         if unit.usrs is None or unit.kind not in ("function", "type"):
@@ -177,11 +182,6 @@ def pull_changes(index, f: int, source: str, mode: str) -> dict:
         lost = {index.unit(t).name: t for t in names if t not in clang}
         changed = [(lost.pop(index.unit(t).name), t) for t in gained if index.unit(t).name in lost]
         gained = [t for t in gained if t not in {new for _, new in changed}]
-
-        def shown(t) -> str:
-            target = index.unit(t)
-            return f"{target.owner}::{target.name}" if target.owner else target.name
-
         where = f"{source}: {unit.name or unit.kind}"
         for what, found in (("gained", [shown(t) for t in gained]), ("lost", [shown(t) for t in lost.values()]),
                             ("changed", [f"{shown(old)} -> {shown(new)}" for old, new in changed])):

@@ -73,6 +73,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nanodata.pipeline.chunkbuild.clangpass import add_resolver
     from nanodata.pipeline.chunkbuild.config import ChunkConfig
     from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl, chunk_to_parquet
 
@@ -124,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
               f"{'; clang binds each use of them' if s.get('clang') is not None else ''}): "
               f"{s['ambiguous_names']} ({top}{', ...' if len(s['ambiguous_by_project']) > 5 else ''})")
     if s.get("clang") is not None:  # --resolver clang: summed over projects (per project in OUTPUT.done)
-        total = {k: sum(p.get(k, 0) for p in s["clang"].values()) for p in s["clang"].values() for k in p
-                 if not k.endswith("examples")}
+        summed: dict = {}
+        for figures in s["clang"].values():
+            add_resolver(summed, "all", figures)
+        total = summed.get("all", {})
         reasons = ", ".join(f"{k[7:]} {n}" for k, n in sorted(total.items()) if k.startswith("names: ")) or "none"
         missing = sorted(((n, k[9:]) for k, n in total.items() if k.startswith("missing: ")), key=lambda m: (-m[0], m[1]))
         if missing:
