@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nanodata.pipeline.chunkbuild.config import ChunkConfig
-from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.executor import chunk_to_jsonl
 from nanodata.pipeline.tokenizer_train import train_tokenizer
 from nanodata.settings import CORPUS, FILE, RUN, SETTINGS, ChunkSettings, add_flags, from_flags, param_specs
 

@@ -13,13 +13,13 @@ nanodata.jobs.tail). Unmapped steps only keep the books: plan, route (the shard 
 tasks' counts), publish (manifest.json, _COMPLETE, then latest.json), report, cleanup (staging deleted once
 committed). The corpus is byte-identical however it was cut and whatever the number of workers.
 
-Each step reads its inputs from and writes its outputs to the run's stage (nanodata.jobs.stage owns the layout;
+Each step reads its inputs from and writes its outputs to the run's stage (nanodata.pipeline.chunkbuild.stage owns the layout;
 the final build goes to DEST/builds/<key>/), writes a partition's summary after its data, and first returns the
 recorded result when it is there: re-running any step, or the whole build, redoes nothing that finished. Every
 file a step stages for another is sealed with the build's secret (cache_secret) and read only under its seal: one
 that is not as sealed (edited, moved, sealed with another secret) is made again by the step that finds it where that
 step can make it (a unit store, the index, any step's own summary), else the step stops in one line naming it and
-what to delete (nanodata.jobs.stage.broken_seals).
+what to delete (nanodata.pipeline.chunkbuild.stage.broken_seals).
 
 Nightly rebuilds cost what changed: the file passes go through the destination's per-file cache (DEST/.cache/,
 nanodata.pipeline.chunkbuild.reuse), so a file whose content and settings are unchanged is not chunked again (in the
@@ -44,7 +44,8 @@ from nanodata.corpus.layout import Latest, is_complete, read_latest, write_lates
 from nanodata.errors import NanodataError
 from nanodata.jobs import MAX_MAPPED_TASKS, tail
 from nanodata.jobs.inputs import batch_bounds, build_key, list_inputs
-from nanodata.jobs.stage import (
+from nanodata.pipeline.chunkbuild import partitions as parts
+from nanodata.pipeline.chunkbuild.stage import (
     DOCS,
     INDEX,
     REUSE,
@@ -55,6 +56,7 @@ from nanodata.jobs.stage import (
     cache_uri,
     done_json,
     each_item,
+    index_uri,
     item_name,
     item_uri,
     item_uris,
@@ -66,8 +68,8 @@ from nanodata.jobs.stage import (
     staging_uri,
     summary_uri,
     timing_uri,
+    units_uri,
 )
-from nanodata.pipeline.chunkbuild import partitions as parts
 from nanodata.ranges import CACHE_GRACE_HOURS, CACHE_KEEP, PARTITION_MB, ROWS_PER_FILE, SHARD_MB, VAL_FRACTION
 from nanodata.settings import GLOBAL_MODES, SETTINGS, ChunkSettings
 from nanodata.storage import is_gcs
@@ -82,7 +84,6 @@ from nanodata.storage.auth import (
     read_sealed_json,
     read_sealed_jsons,
     seal_bytes,
-    seal_file,
     seal_json,
     sealed,
 )
@@ -242,8 +243,7 @@ def _signed(stage: str, plan_: dict, secret: Secret) -> list[tuple[int, dict]]:
 def near_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
     """Mapped, after every file pass: one group of LSH bands, its candidate pairs verified into near/edges/.
     cache_secret: as plan's."""
-    from nanodata.pipeline.dedup.minhash import lsh_shape
-    from nanodata.pipeline.dedup.near import find_edges, group_bands, signed_partitions
+    from nanodata.pipeline.chunkbuild import graph
 
     stage, group = ref["stage"], ref["group"]
     secret = load_secret(cache_secret)
@@ -253,14 +253,12 @@ def near_batch(ref: dict, cache_secret: Secret | str | None = None) -> dict:
         started = time.perf_counter()
         with broken_seals(stage):
             plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
-            threshold, groups = plan_["near"]["threshold"], plan_["near"]["groups"]
-            partitions, _, _ = signed_partitions(_signed(stage, plan_, secret))
-            bands = group_bands(lsh_shape(threshold)[0], groups, group)
-            summary = find_edges(near_uri(stage), group, bands, partitions, threshold, secret)
+            summary = graph.near_group(stage, group, plan_["near"]["groups"], plan_["near"]["threshold"],
+                                       _signed(stage, plan_, secret), secret)
         summary["seconds"] = round(time.perf_counter() - started, 3)
         seal_json(edges_uri, summary, secret)
-        log.info("near group %d (bands %d-%d): %d candidate pairs, %d verified, %.1f s", group, bands.start,
-                 bands.stop - 1, summary["candidate_pairs"], summary["edges"], summary["seconds"])
+        log.info("near group %d: %d candidate pairs, %d verified, %.1f s", group, summary["candidate_pairs"],
+                 summary["edges"], summary["seconds"])
     return {"key": ref["key"], "stage": stage, **summary}
 
 
@@ -268,7 +266,7 @@ def settle(stage: str, key: str, secret: Secret) -> dict:
     """After the near tasks (route's first act: one unmapped task fewer): the verified pairs' clusters,
     near/removed.bin (the files whose docs the bucket tasks drop) and near/summary.json. Returns its counts ({}
     without near-dedup)."""
-    from nanodata.pipeline.dedup import near
+    from nanodata.pipeline.chunkbuild import graph
 
     plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
     if plan_.get("near") is None:
@@ -276,9 +274,8 @@ def settle(stage: str, key: str, secret: Secret) -> dict:
     summary = done_json(near_summary_uri(stage), secret)
     if summary is None:
         with _timed(stage, "settle", secret):
-            _, by_project, _ = near.signed_partitions(_signed(stage, plan_, secret))
-            summary = near.settle(near_uri(stage), plan_["near"]["groups"], by_project, plan_["near"]["threshold"],
-                                  secret)
+            summary = graph.settle(stage, plan_["near"]["groups"], plan_["near"]["threshold"],
+                                   _signed(stage, plan_, secret), secret)
         log.info("near-duplicates of build %s: %d of %d files removed (%d bytes) in %d clusters", key,
                  summary["files_removed"], summary["files_signed"], summary["bytes_removed"], summary["clusters"])
     return {k: summary[k] for k in ("files_removed", "bytes_removed", "clusters", "files_signed")}
@@ -299,21 +296,6 @@ def _settings(params: dict, ref: dict, reuse: bool, secret: Secret) -> dict:
     if unknown:
         raise TypeError(f"not chunk settings: {sorted(unknown)}")
     return ChunkConfig(**params, cache=ref.get("cache"), reuse=reuse, cache_secret=secret).worker_settings()
-
-
-@contextlib.contextmanager
-def _signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict, secret: Secret):
-    """The near-dedup sink of a partition's file pass (None when the build does not near-dedupe): its files go to
-    near/ and its counts into the partition's summary (`near`) once the pass is done."""
-    from nanodata.pipeline.dedup.near import SignatureSink, store_signatures
-
-    if settings["near"] is None:
-        yield None
-        return
-    sink = SignatureSink(tmp / "near", settings["near"])
-    yield sink
-    summary["near"] = sink.close(partition)
-    store_signatures(sink.directory, near_uri(stage), partition, secret)
 
 
 def _each_partition(stage: str, batch: int, kind: str, work, secret: Secret) -> dict:
@@ -379,16 +361,14 @@ def parse_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
 
 def _parse_work(stage: str, settings: dict, max_file_bytes: int | None, secret: Secret):
     """work(partition, tmp) -> summary: a partition parsed into its unit store, staged with its seal."""
-    from nanodata.pipeline.chunkbuild.pipeline import Tally, parse_items
+    from nanodata.pipeline.chunkbuild import graph
+    from nanodata.pipeline.chunkbuild.pipeline import Tally
 
     def work(partition, tmp):
-        store = tmp / "units.sqlite"
         tally = Tally()
-        signed: dict = {}
-        with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:
-            parse_items(parts.partition_items(partition, max_file_bytes), settings, 1, store, tally, sink=sink)
-        seal_file(store, item_uri(stage, UNITS, partition["partition"], ".sqlite"), secret)
-        return {**tally.counts(), **signed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"], secret)}
+        passed = graph.file_pass(stage, partition["partition"], parts.partition_items(partition, max_file_bytes),
+                                 settings, workers=1, tally=tally, tmp=tmp, secret=secret)
+        return {**tally.counts(), **passed, "reuse": _used_keys(tally, stage, UNITS, partition["partition"], secret)}
 
     return work
 
@@ -397,7 +377,7 @@ def _units(stage: str, number: int, path: Path, secret: Secret, reparse) -> Path
     """A local path of partition `number`'s unit store (the staged file itself when local, else a download to
     `path`), its seal checked. A store whose seal does not hold (edited, moved from another partition or build,
     sealed with another secret) or that is missing is a miss: reparse(number) parses the partition again."""
-    uri = item_uri(stage, UNITS, number, ".sqlite")
+    uri = units_uri(stage, number)
     local = checked_file(uri, path, secret)
     if local is None:
         reparse(number)
@@ -425,7 +405,7 @@ def _reparser(stage: str, settings: dict | None, max_file_bytes: int | None, sec
     """reparse(number): a partition parsed again (its summary dropped first, so stage.each_item runs it), noted in
     `rebuilt`. Without chunk settings (settings None) it cannot: a one-line error says so."""
     def reparse(number: int) -> None:
-        uri = item_uri(stage, UNITS, number, ".sqlite")
+        uri = units_uri(stage, number)
         if settings is None:
             raise NanodataError(f"{uri} fails its seal; give the chunk Params (and cache_secret) to parse it again")
         storage.delete_files([item_uri(stage, UNITS, number)])
@@ -443,10 +423,6 @@ def _index_cache(index_uri: str) -> Path:
     return Path(tempfile.gettempdir()) / "nanodata-index-cache" / hashlib.sha256(index_uri.encode()).hexdigest()[:16]
 
 
-def _index_uri(stage: str) -> str:
-    return join(stage, INDEX, "index.sqlite")
-
-
 _CHECKED: dict = {}  # a local index whose seal this process checked -> its (inode, size, mtime): not read again
 
 
@@ -454,7 +430,7 @@ def _index_path(stage: str, secret: Secret, rebuild, cache: Path | None = None) 
     """A local path of the build's index, its seal checked: the staged file itself when local, else a copy cached
     on this machine (downloaded once per build and checked, shared by the tasks that run here). An index whose seal
     does not hold, or that is missing, is a miss: rebuild() makes it again."""
-    uri = _index_uri(stage)
+    uri = index_uri(stage)
     if not is_gcs(uri):
         info = os.stat(uri) if os.path.isfile(uri) else None
         if info is None or _CHECKED.get(uri) != (info.st_ino, info.st_size, info.st_mtime_ns):
@@ -500,23 +476,16 @@ def index(planned: dict, reuse: bool = True, cache_secret: Secret | str | None =
 def _make_index(stage: str, key: str, secret: Secret, reparse, rebuilt: list) -> None:
     """index/index.sqlite from every partition's unit store (reparse(number) for one that fails its seal, noted in
     `rebuilt`), sealed, then its summary."""
-    from nanodata.pipeline.chunkbuild.globalindex import build_index
+    from nanodata.pipeline.chunkbuild import graph
 
     plan_ = read_sealed_json(plan_uri(stage), secret, required=True)
-    with _timed(stage, "index", secret), tempfile.TemporaryDirectory(prefix="nanodata-index-") as tmp:
-        tmp = Path(tmp)
 
-        def fetch(number):
-            _parsed(stage, number, secret, reparse)
-            return _units(stage, number, tmp / f"{item_name(number)}.sqlite", secret, reparse)
+    def fetch(number, tmp):
+        _parsed(stage, number, secret, reparse)
+        return _units(stage, number, tmp / f"{item_name(number)}.sqlite", secret, reparse)
 
-        def release(number):
-            if is_gcs(stage):
-                (tmp / f"{item_name(number)}.sqlite").unlink(missing_ok=True)
-
-        local_index = tmp / "index.sqlite"
-        counts = build_index(range(plan_["partitions"]), local_index, plan_["params"]["mode"], tmp, fetch, release)
-        seal_file(local_index, _index_uri(stage), secret)
+    with _timed(stage, "index", secret):
+        counts = graph.make_index(stage, plan_["partitions"], plan_["params"]["mode"], secret, fetch)
     seal_json(summary_uri(stage, INDEX), {"key": key, **counts, "staged_rebuilt": rebuilt}, secret)
     log.info("index of build %s: %d names, %d projects, %d names ambiguous within their project %s", key,
              counts["names"], counts["projects"], counts["ambiguous_names"], counts["ambiguous_by_project"])
@@ -528,8 +497,9 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
     chunked again. params, reuse, cache_secret: as parse_batch's. Global modes: the partition's unit store and the
     index are used only when their seals hold; one that does not is made again here (parsed again; the index
     rebuilt), named in the summary's `staged_rebuilt`."""
+    from nanodata.pipeline.chunkbuild import graph
     from nanodata.pipeline.chunkbuild.clangpass import add_resolver
-    from nanodata.pipeline.chunkbuild.pipeline import Tally, chunk_items, emit_store, stage_docs
+    from nanodata.pipeline.chunkbuild.pipeline import Tally, emit_store
     from nanodata.pipeline.chunkbuild.reuse import with_parse
 
     secret = load_secret(cache_secret)
@@ -541,7 +511,7 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
         name = item_name(partition["partition"])
         out = tmp / (name + STAGED)
         tally = Tally()
-        signed: dict = {}
+        signed: dict = {}  # local modes: the file pass's near-dedup counts
         read_by_parse: dict = {}
         if mode in GLOBAL_MODES:
             rebuilt: list[str] = []
@@ -563,9 +533,9 @@ def chunk_batch(ref: dict, reuse: bool = True, cache_secret: Secret | str | None
                 add_resolver(tally.resolver, project, figures)
             read_by_parse["staged_rebuilt"] = rebuilt
         else:
-            with _signing(settings, stage, partition["partition"], tmp, signed, secret) as sink:
-                docs = chunk_items(parts.partition_items(partition, max_file_bytes), settings, 1, tally, sink=sink)
-                groups = stage_docs(docs, out)
+            signed = graph.file_pass(stage, partition["partition"], parts.partition_items(partition, max_file_bytes),
+                                     settings, workers=1, tally=tally, tmp=tmp, secret=secret, docs=out)
+            groups = signed.pop("groups")
         buckets = read_sealed_json(plan_uri(stage), secret, required=True)["buckets"]
         scattered = tail.scatter(out, groups, buckets, item_uri(stage, tail.SCATTER, partition["partition"], ".bin"),
                                  tmp, secret)

@@ -38,7 +38,7 @@ from nanodata import storage
 from nanodata.corpus.layout import MANIFEST, Manifest, ShardEntry, is_complete, mark_complete
 from nanodata.jobs import MAX_MAPPED_TASKS
 from nanodata.jobs.inputs import batch_bounds
-from nanodata.jobs.stage import (
+from nanodata.pipeline.chunkbuild.stage import (
     DOCS,
     ROUTED,
     SCATTER,

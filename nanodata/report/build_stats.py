@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nanodata.jobs import tail
 from nanodata.jobs.cpp_corpus import partition_summaries, reuse_stats
-from nanodata.jobs.stage import (
+from nanodata.pipeline.chunkbuild.stage import (
     DOCS,
     INDEX,
     UNITS,

@@ -21,7 +21,7 @@ from dag_data import _function, write_cpp_source
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
-from nanodata.jobs.stage import INDEX, UNITS, item_uri, summary_uri
+from nanodata.pipeline.chunkbuild.stage import INDEX, UNITS, item_uri, summary_uri
 from nanodata.report import build_stats
 from nanodata.storage.auth import MAC_SUFFIX, SEAL_MAGIC, load_secret, read_sealed_json, seal_file
 

@@ -75,7 +75,7 @@ def check_outputs(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from nanodata.pipeline.chunkbuild.clangpass import add_resolver
     from nanodata.pipeline.chunkbuild.config import ChunkConfig
-    from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl, chunk_to_parquet
+    from nanodata.pipeline.chunkbuild.executor import chunk_to_jsonl, chunk_to_parquet
 
     check_outputs(args)
     config = ChunkConfig(**from_flags(args, cache=args.cache))

@@ -1,4 +1,5 @@
-"""Chunking passes over a partition of items, and `chunk_to_jsonl`, the CLI's run of them.
+"""The passes over a partition of items, and the merge: the work inside the build graph's stages
+(nanodata.pipeline.chunkbuild.graph).
 
 A *partition* is a run of items (JSONL records, project files) in input order. The passes:
 - local modes (basic, dep-aware): `chunk_items` parses and emits each file in one worker task;
@@ -9,8 +10,7 @@ A *partition* is a run of items (JSONL records, project files) in input order. T
   which drops exact duplicates (first occurrence wins).
 Every doc depends only on its file and the global index, and the merge order is the input order
 (by project rank in project mode), so the output is byte-identical however the items are cut into
-partitions, whatever the worker count, and whichever machine runs which pass: the Airflow DAG runs
-these same functions as mapped tasks (nanodata.jobs.cpp_corpus), the CLI runs them in a loop.
+partitions, whatever the worker count, and whichever executor runs the graph (the CLI's, or the DAG's tasks).
 
 Workers get at most WINDOW items and WINDOW_BYTES of source each in flight (always at least one file,
 however big: a file is parsed whole), so memory holds a bounded number of files whatever the input size;
@@ -23,32 +23,24 @@ import contextlib
 import functools
 import gc
 import logging
-import os
-import shutil
-import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunkbuild.clangpass import ClangPass, add_resolver, pull_changes
-from nanodata.pipeline.chunkbuild.config import ChunkConfig
-from nanodata.pipeline.chunkbuild.globalindex import GlobalIndex, UnitStore, build_index, definitions, stored_files
-from nanodata.pipeline.chunkbuild.reuse import FileCache, ReuseTally, text_content_digest, totals
-from nanodata.pipeline.chunkbuild.sources import Problem, SourceFile, jsonl_items, load_text, tree_items
+from nanodata.pipeline.chunkbuild.globalindex import GlobalIndex, UnitStore, definitions, stored_files
+from nanodata.pipeline.chunkbuild.reuse import FileCache, ReuseTally, text_content_digest
+from nanodata.pipeline.chunkbuild.sources import Problem, SourceFile, load_text
 from nanodata.pipeline.chunkbuild.stored import UNITS, DocLine, Parsed, Result, signature_array, signature_bytes
 from nanodata.pipeline.chunkbuild.writer import (
     JsonlWriter,
-    ParquetDocs,
     doc_line_of,
     staged_gid,
     staged_line,
-    work_path,
 )
-from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats, summarize
+from nanodata.pipeline.chunking.fidelity import CUTS, add_stats, file_stats
 from nanodata.pipeline.chunking.modes import Chunker, Index, whole_file
 from nanodata.pipeline.chunking.pack import Doc, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
@@ -56,13 +48,10 @@ from nanodata.pipeline.cleaning.licenses import allowed
 from nanodata.pipeline.cleaning.stages import Drop
 from nanodata.pipeline.cleaning.tally import CleaningTally
 from nanodata.pipeline.dedup.minhash import signature
-from nanodata.pipeline.dedup.near import SignatureSink, is_removed, load_removed, reduce_here, store_signatures
+from nanodata.pipeline.dedup.near import SignatureSink, is_removed
 from nanodata.pipeline.workers import process_pool
-from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION, not_local
 from nanodata.settings import GLOBAL_MODES
-from nanodata.storage import parse_gs
-from nanodata.storage.entries import EntryStore
-from nanodata.storage.files import atomic_output, check_output_dir, disk_errors, disk_full_error, is_disk_full
+from nanodata.storage.files import atomic_output
 
 log = logging.getLogger(__name__)
 WINDOW = 16            # items in flight per worker
@@ -212,7 +201,7 @@ class FileWorker:
 _worker: FileWorker | None = None  # this process's, for the pass under way (a pool's initializer makes it)
 
 
-def _start_worker(settings: dict | None) -> None:
+def start_worker(settings: dict | None) -> None:
     """This process's worker for a pass (None: none, releasing the last one's index and cache)."""
     global _worker
     _worker = None if settings is None else FileWorker(settings)
@@ -331,11 +320,11 @@ def _mapped(function, kind: str, items, settings: dict, workers: int):
     jobs = (((item, None) for item in items) if cache is None
             else cache.ahead(items, functools.partial(_key_ahead, settings, kind)))
     if workers <= 1:
-        _start_worker(settings)
+        start_worker(settings)
         for item, ahead in jobs:
             yield item if isinstance(item, Problem) else function(item, ahead)
         return
-    pool = process_pool(workers, _start_worker, (settings,))
+    pool = process_pool(workers, start_worker, (settings,))
     try:
         pending: deque = deque()  # (bytes, Problem or AsyncResult)
         in_flight = 0
@@ -453,45 +442,6 @@ def _results(function, kind: str, items, settings: dict, workers: int, tally: Ta
 
 # ---------------------------------------------------------------- the passes over one partition
 
-def check_inputs(inputs, project_dirs, extensions: tuple) -> None:
-    if not inputs and not project_dirs:
-        raise NanodataError("nothing to chunk: give --inputs and/or --project-dirs")
-    if project_dirs and not any(e.strip(".") for e in extensions):
-        raise NanodataError(f"--extensions {','.join(extensions)!r}: no file extension given for --project-dirs")
-    for uri in inputs:
-        if parse_gs(str(uri)) is None and Path(uri).is_dir():
-            raise NanodataError(f"--inputs {uri}: is a directory; give JSONL files (a C++ tree goes to --project-dirs)")
-
-
-def check_resolver(config: ChunkConfig, inputs, project_dirs) -> None:
-    """--resolver clang parses files in their trees, with their includes: a run with no local tree is refused (every
-    file would fall back to names); JSONL records beside trees are resolved by names, said once up front."""
-    if config.resolver != "clang":
-        return
-    remote = [d for d in project_dirs if parse_gs(str(d)) is not None]
-    if remote or not project_dirs:
-        raise NanodataError(f"--resolver clang: parses project trees on local disk (--project-dirs), each file with "
-                            f"its includes; {f'{remote[0]} is in a bucket' if remote else 'this run has none'} "
-                            "(records of --inputs are resolved by names)")
-    if inputs:
-        log.warning("--resolver clang: the records of --inputs have no tree to parse in: they are resolved by names "
-                    "(counted under 'clang' in the summary)")
-
-
-def check_run(output: Path, inputs, project_dirs, extensions: tuple) -> None:
-    """Where a run reads and writes, checked before any work (its settings are a checked ChunkConfig)."""
-    check_inputs(inputs, project_dirs, extensions)
-    if output.is_dir():
-        raise NanodataError(f"--output {output}: is a directory; give the path of a .jsonl file to write")
-    parent = next((p for p in output.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise NanodataError(f"--output {output}: {parent} is a file, not a directory")
-    check_output_dir(output.parent, "--output")  # writable (a read-only place, /proc: one line, nothing made)
-    for uri in inputs:
-        if parse_gs(str(uri)) is None and Path(uri).exists() and Path(uri).resolve() == output.resolve():
-            raise NanodataError(f"--output {output}: is also an input; write the docs to another file")
-
-
 def _signed(results, sink: SignatureSink | None):
     """Results passed through, each file's signature handed to the sink (near-dedup's map) on the way."""
     for result in results:
@@ -572,213 +522,3 @@ def merge_docs(staged: list[tuple[int, str, list]], writer: JsonlWriter, removed
                     batch = []
             write(batch)
     return dropped
-
-
-# ---------------------------------------------------------------- the CLI's run
-
-def input_items(inputs, project_dirs, extensions, max_file_bytes: int | None):
-    """Every item of a run, streamed: JSONL inputs in the order given, then each project tree."""
-    for number, uri in enumerate(inputs):
-        yield from jsonl_items(str(uri), number, max_file_bytes)
-    for number, root in enumerate(project_dirs, start=len(inputs)):
-        yield from tree_items(str(root), number, extensions, max_file_bytes)
-
-
-def _nothing_found(inputs, project_dirs, extensions) -> str:
-    """Where a run found no file at all: what it looked in, and for what (one of the two is given)."""
-    where = [f"no docs in {', '.join(map(str, inputs))}"] if inputs else []
-    if project_dirs:
-        where.append(f"no C++ files (extensions {','.join(extensions)}) under {', '.join(map(str, project_dirs))}")
-    return "; ".join(where)
-
-
-def cut_by_bytes(items, limit: int):
-    """Consecutive partitions of an item stream, each closed once it holds `limit` bytes of files."""
-    iterator = iter(items)
-    ended = False
-
-    def partition():
-        nonlocal ended
-        total = 0
-        for item in iterator:
-            yield item
-            total += item.size if isinstance(item, SourceFile) else 0  # a Problem weighs nothing
-            if total >= limit:
-                return
-        ended = True
-
-    while not ended:
-        yield partition()
-
-
-def chunk_to_jsonl(output, *, inputs=(), project_dirs=(), config: ChunkConfig | None = None, strict=False,
-                   append=False, progress=False, **settings) -> dict:
-    """Chunk C++ from JSONL `inputs` (.jsonl, .jsonl.gz, .jsonl.zst; local or gs://) and/or `project_dirs`
-    into OUTPUT (JSONL) + OUTPUT.done; returns the summary. Streams: memory does not grow with the input.
-    The settings: a ChunkConfig, or its fields as keywords (mode=, max_tokens=, tokenizer=, ...)."""
-    problem = not_local(output, "file")  # Path() would fold gs://b/x into a local folder 'gs:'
-    if problem is not None:
-        raise NanodataError(f"--output {problem}")
-    config = config if config is not None else ChunkConfig(**settings)
-    output = Path(output)
-    check_run(output, inputs, project_dirs, config.extensions)
-    check_resolver(config, inputs, project_dirs)
-    return _chunk(lambda: JsonlWriter(output, config.mode, append), output, inputs, project_dirs, config, strict,
-                  progress)
-
-
-def chunk_to_parquet(out_dir, *, inputs=(), project_dirs=(), config: ChunkConfig | None = None, strict=False,
-                     progress=False, rows_per_file: int = ROWS_PER_FILE.default,
-                     val_fraction: float = VAL_FRACTION.default, seed: int = SEED.default, **settings) -> dict:
-    """chunk_to_jsonl's docs written straight into parquet shards in `out_dir` (a new or empty local directory),
-    as `nanodata to-parquet` would write chunk_to_jsonl's output with the same rows_per_file, val_fraction and
-    seed: shards, val_shard.parquet, manifest.json, the summary (CHUNK_SUMMARY), _COMPLETE. Returns the summary."""
-    config = config if config is not None else ChunkConfig(**settings)
-    check_inputs(inputs, project_dirs, config.extensions)
-    check_resolver(config, inputs, project_dirs)
-    out_dir = check_parquet_dir(str(out_dir))
-    shards = {"rows_per_file": ROWS_PER_FILE.check("--rows-per-file", rows_per_file),
-              "val_fraction": VAL_FRACTION.check("--val-fraction", val_fraction), "seed": SEED.check("--seed", seed)}
-    return _chunk(lambda: ParquetDocs(out_dir, config.mode, **shards), out_dir, inputs, project_dirs, config, strict,
-                  progress)
-
-
-def check_parquet_dir(out_dir: str) -> Path:
-    """A new or empty local directory (a corpus is uploaded with `nanodata sync`)."""
-    if out_dir.startswith("gs:"):
-        raise NanodataError(f"--parquet-dir {out_dir}: a local directory is needed (copy it with `nanodata sync`)")
-    check_output_dir(out_dir, "--parquet-dir")
-    path = Path(out_dir)
-    if path.is_dir() and any(path.iterdir()):
-        raise NanodataError(f"--parquet-dir {out_dir}: is not empty; give a new or empty directory")
-    return path
-
-
-def _chunk(make_writer, output: Path, inputs, project_dirs, config: ChunkConfig, strict: bool, progress: bool) -> dict:
-    """The run behind chunk_to_jsonl and chunk_to_parquet: every item chunked into make_writer()'s writer."""
-    mode, max_tokens, workers, extensions = config.mode, config.max_tokens, config.workers, config.extensions
-    settings = config.worker_settings()
-    started = time.perf_counter()
-    items = input_items(inputs, project_dirs, extensions, config.max_file_bytes)
-    tally = Tally(strict=strict)
-    with disk_errors(output):
-        output.parent.mkdir(parents=True, exist_ok=True)
-        writer = make_writer()
-    bar = tqdm(unit="file", desc=f"chunk {mode}", disable=not progress)
-    counts_of_run: dict = {}
-    try:
-        if mode not in GLOBAL_MODES and settings["near"] is None:
-            for result in chunk_items(items, settings, workers, tally, bar):
-                writer.write(result.docs, result.source)
-        else:
-            work = work_path(output, "work")
-            shutil.rmtree(work, ignore_errors=True)  # a killed run's partitions
-            work.mkdir()
-            try:
-                counts_of_run = _staged_run(items, settings, workers, tally, bar, work,
-                                            int(config.partition_mb * 2 ** 20), writer)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-        if tally.files_read == tally.files_dropped:
-            dropped = next((f"{d['listed'][0]['file']}: {reason} ({d['listed'][0]['figure']})"
-                            for reason, d in tally.cleaning.dropped.items()), None)
-            first = (f": first problem: {tally.problems[0]}" if tally.problems else
-                     f": {tally.too_big[0]['file']} is over --max-file-bytes" if tally.too_big else
-                     f": every file was dropped, first {dropped}" if dropped else "")
-            seen = tally.files_skipped + tally.files_failed + tally.files_dropped
-            if not seen:
-                raise NanodataError(f"no C++ input: {_nothing_found(inputs, project_dirs, extensions)}")
-            raise NanodataError(f"no usable C++ input ({seen} problem{'s' * (seen != 1)}){first}")
-    except BaseException as exc:
-        writer.abort()
-        if is_disk_full(exc):  # the output, its staging or the dedupe table: all next to OUTPUT
-            raise disk_full_error(f"{output} (or its work files in {output.parent})") from None
-        raise
-    finally:
-        items.close()
-        bar.close()
-        _start_worker(None)
-
-    seconds = time.perf_counter() - started
-    counts = tally.counts()
-    summary = {
-        "output": str(output), "mode": mode, "max_tokens": max_tokens, "tokenizer": config.tokenizer,
-        "settings": config.decisive(),  # every setting that decides the output (nanodata.settings)
-        **{k: counts[k] for k in ("files_read", "bytes_read", "syntax_errors", "files_skipped", "files_failed")},
-        "docs": writer.docs, "tokens": writer.tokens, "docs_split": writer.split,
-        "duplicates_dropped": writer.duplicates, "seconds": round(seconds, 3),
-        "files_per_s": round(tally.files_read / seconds, 1) if seconds else 0.0,
-        "mb_per_s": round(tally.bytes_read / seconds / 1e6, 3) if seconds else 0.0,
-        "problems": counts["problems"], "max_file_bytes": config.max_file_bytes,
-        "files_too_big": counts["files_too_big"], "too_big": counts["too_big"],
-        # global modes: per project, names defined more than once with one qualification (never pulled)
-        **{k: counts_of_run[k] for k in ("ambiguous_names", "ambiguous_by_project") if k in counts_of_run},
-        # --resolver clang: per project, files resolved by clang or by names (why), references, pulls vs names
-        **({"clang": counts["resolver"]} if config.resolver == "clang" and mode in GLOBAL_MODES else {}),
-        "dedup": config.dedup, "near_duplicates": counts_of_run.get("near_duplicates"),
-        # what cleaning dropped (per reason, each file named with its figure), redacted (counts by kind), licenses
-        "filters": list(config.filters), "redact": list(config.redact), "decontaminate": list(config.decontaminate),
-        "licenses": None if config.licenses is None else list(config.licenses),
-        "files_dropped": counts["files_dropped"], "cleaning": counts["cleaning"],
-        # lines kept, balanced docs, cuts by lines: overall and per project (before exact dedupe)
-        "fidelity": summarize(counts["fidelity"]),
-        # --cache: files whose results were reused or chunked, per project; the cache after this run's retention
-        "reuse": None if config.cache is None else {**totals(counts["reuse"]), "by_project": counts["reuse"]},
-    }
-    if config.cache is not None:  # this run's entries recorded, older runs' unused ones swept, before the commit
-        store = EntryStore(config.cache)
-        store.record_use(f"{time.time_ns():020d}-{os.getpid()}", bytes(tally.reuse.used))  # names sort by age
-        summary["reuse"]["cache"] = store.retain(config.cache_keep_runs, config.cache_grace_hours)
-    with disk_errors(output):
-        writer.commit(summary)
-    for problem in counts["problems"][:20]:
-        log.warning("%s", problem)
-    n_problems = tally.files_skipped + tally.files_failed
-    if n_problems > 20:
-        log.warning("... and %d more problems (see %s.done)", n_problems - 20, output)
-    return summary
-
-
-def _staged_run(items, settings: dict, workers: int, tally: Tally, bar, tmp: Path, partition_bytes: int,
-                writer: JsonlWriter) -> dict:
-    """A run whose docs wait for a reduce, in a temp dir: the file pass over each partition (chunk in local modes,
-    parse in global ones; near-dedup's signatures taken on the way) -> the reduces (the global modes' index, then
-    emit; near-dedup's band groups and components) -> merge in input order, near-copies' docs left out.
-    Returns the index's counts and the near-dedup summary."""
-    local = settings["mode"] not in GLOBAL_MODES
-    threshold = settings["near"]
-    staged, stores, signed = [], [], []
-    for number, partition in enumerate(cut_by_bytes(items, partition_bytes)):
-        sink = SignatureSink(tmp / f"sink-{number:05d}", threshold) if threshold is not None else None
-        if local:
-            docs = tmp / f"docs-{number:05d}.jsonl"
-            results = chunk_items(partition, settings, workers, tally, bar, sink)
-            staged.append((number, str(docs), stage_docs(results, docs)))
-        else:
-            stores.append(tmp / f"units-{number:05d}.sqlite")
-            parse_items(partition, {**settings, "scratch": str(tmp)}, workers, stores[-1], tally, bar, sink)
-        if sink is not None:
-            signed.append((number, sink.close(number)))
-            store_signatures(sink.directory, str(tmp / "near"), number)
-            shutil.rmtree(sink.directory)
-    counts: dict = {}
-    if not local:
-        index = tmp / "index.sqlite"
-        counts = build_index(stores, index, settings["mode"], tmp)
-        emitted = Tally()
-        for number, store in enumerate(stores):
-            docs = tmp / f"docs-{number:05d}.jsonl"
-            staged.append((number, str(docs), emit_store(store, index, settings, workers, docs, emitted, bar)))
-            store.unlink()
-        tally.fidelity = emitted.fidelity  # the emit pass makes the docs
-        for project, figures in emitted.resolver.items():  # its pulls beside the parse pass's files
-            add_resolver(tally.resolver, project, figures)
-        tally.reuse = emitted.reuse.after_parse(tally.reuse)
-    removed = None
-    if threshold is not None:
-        counts["near_duplicates"] = reduce_here(str(tmp / "near"), signed, threshold)
-        removed = load_removed(str(tmp / "near"))
-    docs_removed = merge_docs(staged, writer, removed)
-    if threshold is not None:
-        counts["near_duplicates"]["docs_removed"] = docs_removed
-    return counts

@@ -376,8 +376,6 @@ def is_removed(removed: np.ndarray, gids: np.ndarray) -> np.ndarray:
     return removed[at] == gids
 
 
-# ---------------------------------------------------------------- one machine: the reduces in turn
-
 def signed_partitions(signed: list[tuple[int, dict]]) -> tuple[list[tuple[int, list[int]]], dict, int]:
     """From each partition's sink result (number, SignatureSink.close()): find_edges' partition list, the files
     signed per project summed (project -> [files, bytes]), and the number of files signed."""
@@ -389,14 +387,3 @@ def signed_partitions(signed: list[tuple[int, dict]]) -> tuple[list[tuple[int, l
             counts[0] += files
             counts[1] += size
     return partitions, by_project, sum(info["files"] for _, info in signed)
-
-
-def reduce_here(near: str, signed: list[tuple[int, dict]], threshold: float, secret: Secret | None = None) -> dict:
-    """Every band group, then settle, in this process (what the DAG's mapped tasks and its settle task do)."""
-    secret = load_secret(secret)
-    partitions, by_project, files = signed_partitions(signed)
-    bands, _ = lsh_shape(threshold)
-    groups = group_count(files, bands)
-    for group in range(groups):
-        find_edges(near, group, group_bands(bands, groups, group), partitions, threshold, secret)
-    return settle(near, groups, by_project, threshold, secret)

@@ -7,7 +7,7 @@ import pytest
 
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunkbuild.config import ChunkConfig
-from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.executor import chunk_to_jsonl
 from nanodata.ranges import MAX_TOKENS, PARTITION_MB
 
 GOOD = '{"text": "int add(int a, int b) { return a + b; }\\nint twice(int x) { return add(x, x); }\\n", "path": "a.cc"}\n'

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nanodata.errors import NanodataError
-from nanodata.pipeline.chunkbuild.pipeline import chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.executor import chunk_to_jsonl
 
 FILES = {
     "store.h": """\

@@ -1,11 +1,11 @@
-"""nanodata.jobs.stage.each_item, the loop every mapped build step runs, on a local stage and on gs:// (the real
+"""nanodata.pipeline.chunkbuild.stage.each_item, the loop every mapped build step runs, on a local stage and on gs:// (the real
 emulator): an item is done when its summary is there under its seal and is never run again; otherwise its work runs
 in a temp dir removed after, and its summary is sealed after its data is written, so a failure or a kill leaves the
 item to be redone, and a summary not sealed with the build's secret is not trusted."""
 
 import pytest
 
-from nanodata.jobs.stage import each_item, item_uri
+from nanodata.pipeline.chunkbuild.stage import each_item, item_uri
 from nanodata.storage import exists, write_bytes, write_json
 from nanodata.storage.auth import load_secret, read_sealed_json, seal_json
 

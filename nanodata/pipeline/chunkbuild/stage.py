@@ -84,6 +84,15 @@ def item_uris(stage: str, folder: str, count: int) -> list[str]:
     return [item_uri(stage, folder, number) for number in range(count)]
 
 
+def units_uri(stage: str, number: int) -> str:
+    """A partition's unit store (global modes)."""
+    return item_uri(stage, UNITS, number, ".sqlite")
+
+
+def index_uri(stage: str) -> str:
+    return join(stage, INDEX, "index.sqlite")
+
+
 def plan_uri(stage: str) -> str:
     return join(stage, PLAN)
 
