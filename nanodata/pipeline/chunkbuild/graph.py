@@ -42,12 +42,15 @@ ALWAYS, GLOBAL, LOCAL, NEAR = "always", "global modes", "local modes", "near-ded
 @dataclass(frozen=True, kw_only=True)
 class Stage:
     """One stage of the graph. `over`: what one piece of its work is (a partition, a band group; "build" for a
-    reduce, run once); `reads`/`writes`: the stage's folders (stage.py's names); `when`: the builds that have it;
-    `tasks`: the DAG's tasks that run it (its executor's names)."""
+    reduce, run once); `reads`/`writes`: the files of the stage it reads and writes (stage.py's layout, "{n}" a
+    piece's number: item_name); `done`: its skip rule, the record that, there under its seal, means the piece is
+    done (written last: a stage kept between runs, the DAG's, redoes nothing finished; the CLI's temp stage starts
+    empty); `when`: the builds that have it; `tasks`: the DAG tasks that run it."""
     name: str
     over: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    done: str
     when: str
     tasks: tuple[str, ...]
 
@@ -56,14 +59,23 @@ class Stage:
                 NEAR: near_threshold is not None}[self.when]
 
 
+SIGNATURES = ("near/sigs/{n}.bin", "near/names/{n}.txt", "near/bands/{n}.bin")  # with near-dedup
 STAGES = (
-    Stage(name="parse", over="partition", reads=("inputs",), writes=("units", "near"), when=GLOBAL, tasks=("parse",)),
-    Stage(name="index", over="build", reads=("units",), writes=("index",), when=GLOBAL, tasks=("index",)),
-    Stage(name="emit", over="partition", reads=("units", "index"), writes=("docs",), when=GLOBAL, tasks=("chunk",)),
-    Stage(name="chunk", over="partition", reads=("inputs",), writes=("docs", "near"), when=LOCAL, tasks=("chunk",)),
-    Stage(name="near", over="band group", reads=("near",), writes=("near",), when=NEAR, tasks=("near",)),
-    Stage(name="settle", over="build", reads=("near",), writes=("near",), when=NEAR, tasks=("route",)),
-    Stage(name="merge", over="build", reads=("docs", "near"), writes=("output",), when=ALWAYS,
+    Stage(name="parse", over="partition", reads=("partitions/{n}.json",), writes=("units/{n}.sqlite", *SIGNATURES),
+          done="units/{n}.json", when=GLOBAL, tasks=("parse",)),
+    Stage(name="index", over="build", reads=("units/{n}.sqlite",), writes=("index/index.sqlite",),
+          done="index/summary.json", when=GLOBAL, tasks=("index",)),
+    Stage(name="emit", over="partition", reads=("units/{n}.sqlite", "index/index.sqlite"), writes=("scatter/{n}.bin",),
+          done="docs/{n}.json", when=GLOBAL, tasks=("chunk",)),
+    Stage(name="chunk", over="partition", reads=("partitions/{n}.json",), writes=("scatter/{n}.bin", *SIGNATURES),
+          done="docs/{n}.json", when=LOCAL, tasks=("chunk",)),
+    Stage(name="near", over="band group", reads=SIGNATURES, writes=("near/edges/{n}.bin", "near/members/{n}.bin"),
+          done="near/edges/{n}.json", when=NEAR, tasks=("near",)),
+    Stage(name="settle", over="build", reads=("near/edges/{n}.bin", "near/members/{n}.bin"),
+          writes=("near/removed.bin",), done="near/summary.json", when=NEAR, tasks=("route",)),
+    # the CLI merges the partitions' docs into OUTPUT; the DAG scatters them by bucket, then routes and shards them
+    Stage(name="merge", over="build", reads=("scatter/{n}.bin", "near/removed.bin"),
+          writes=("routed/{n}.bin", "shards/{n}.json"), done="builds/<key>/_COMPLETE", when=ALWAYS,
           tasks=("route", "bucket", "shard")),
 )
 

@@ -148,7 +148,7 @@ def each_item(stage: str, folder: str, numbers, work, secret: Secret):
         yield number, summary, ran
 
 
-def _redone_by(stage: str, uri: str) -> str:
+def redone_by(stage: str, uri: str) -> str:
     """The staged file whose deletion makes the step that wrote `uri` write it again on the next run: the item's
     summary (a mapped step's), a reduce's summary, else plan.json (plan cuts the inputs anew)."""
     name = uri[len(stage):].strip("/")
@@ -180,5 +180,5 @@ def broken_seals(stage: str):
     try:
         yield
     except BrokenSeal as exc:
-        raise NanodataError(f"{exc}; delete {_redone_by(stage, exc.uri)} and run the build again (its step makes it "
+        raise NanodataError(f"{exc}; delete {redone_by(stage, exc.uri)} and run the build again (its step makes it "
                             "anew)") from None

@@ -9,7 +9,9 @@ import pytest
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunkbuild import executor, graph
 from nanodata.pipeline.chunkbuild.executor import InProcess, chunk_to_jsonl
+from nanodata.pipeline.chunkbuild.stage import redone_by
 from nanodata.settings import MODES
+from nanodata.storage import write_bytes
 
 NEAR = 0.7
 HEADER = "#pragma once\nint twice(int x);\nstruct Shape {\n  virtual ~Shape();\n  virtual double area() const;\n};\n"
@@ -75,3 +77,14 @@ def test_the_cli_keeps_no_staged_file_after_its_run(tree, tmp_path):
     chunk_to_jsonl(tmp_path / "out" / "docs.jsonl", project_dirs=[tree], mode="compilable", max_tokens=256,
                    workers=1)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["docs.jsonl", "docs.jsonl.done"]
+
+
+@pytest.mark.parametrize("stage", [s for s in graph.STAGES if s.name != "merge"], ids=lambda s: s.name)
+def test_a_broken_file_a_stage_writes_is_redone_by_the_stage_s_own_skip_rule(stage, tmp_path):
+    """What the graph declares is what the DAG's recovery does: every file a stage writes, found not as sealed, names
+    that stage's done record as the one to delete (stage.redone_by, which broken_seals quotes)."""
+    root = str(tmp_path / "stage")
+    if stage.name == "parse":  # signatures: the global modes' file pass is known by its units' summary
+        write_bytes(f"{root}/units/00003.json", b"{}")
+    for written in stage.writes:
+        assert redone_by(root, f"{root}/{written.format(n='00003')}") == f"{root}/{stage.done.format(n='00003')}"
