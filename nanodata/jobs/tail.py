@@ -7,7 +7,7 @@ No task reads the whole corpus. The exchange is MapReduce's:
   (rank, partition, POS) is the doc's place in the order a one-process run writes docs in.
 - bucket b: reads range b of every partition, keeps the first occurrence of each digest in that order
   (equal texts always meet in one bucket, so this equals a serial scan's dedupe), and routes each kept doc
-  to val (`shuffle.is_val`) or to one of VSHARDS fixed *slots* (`shuffle.shard_of`) into routed/BBBBB.bin,
+  to val (`shuffle.val_mask`) or to one of VSHARDS fixed *slots* (`shuffle.shards_of`) into routed/BBBBB.bin,
   one byte range per slot, counting the docs of each.
 - plan (`plan_shards`, unmapped, after every bucket): the shards are sized from the docs that survived
   deduplication: S train shards, as many as the Params ask for (docs per shard, and the shard size cap), each a
@@ -60,9 +60,9 @@ from nanodata.pipeline.shuffle import (
     ROW_GROUP_ROWS,
     SortedSpool,
     bucket_of,
-    is_val,
-    shard_of,
+    shards_of,
     shuffle_key,
+    val_mask,
 )
 from nanodata.storage import is_gcs
 from nanodata.storage import join_uri as join
@@ -262,10 +262,12 @@ def bucket_batch(ref: dict, *, seed: int, removed: np.ndarray | None = None, sec
         kept = left[first_occurrences(np.frombuffer(hi, dtype=np.uint64)[left], np.frombuffer(lo, dtype=np.uint64)[left],
                                       place[left])]
         slots = tail["slots"]
-        dest = np.zeros(len(kept), dtype=np.int64)
-        for i, j in enumerate(kept.tolist()):
-            digest = hi[j].to_bytes(8, "big") + lo[j].to_bytes(8, "big")
-            dest[i] = slots if is_val(digest, seed, tail["val_fraction"]) else shard_of(digest, seed, slots)
+        keys = np.empty((len(kept), 2), dtype=">u8")  # each kept doc's digest, as its bytes
+        keys[:, 0], keys[:, 1] = np.frombuffer(hi, dtype=np.uint64)[kept], np.frombuffer(lo, dtype=np.uint64)[kept]
+        raw = keys.tobytes()
+        digests = [raw[at:at + 16] for at in range(0, len(raw), 16)]
+        dest = np.where(val_mask(digests, seed, tail["val_fraction"]), slots,
+                        shards_of(digests, seed, slots)).astype(np.int64)
         with sealed_output(item_uri(stage, ROUTED, bucket, ".bin"), secret, tmp) as out:
             offsets = _sorted_copy(spool, dest, slots + 1, _take(starts, kept), _take(lengths, kept), out)
         return {"bucket": bucket, "docs_in": n, "docs": len(kept), "duplicates": len(left) - len(kept),

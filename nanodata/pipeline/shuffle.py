@@ -2,10 +2,10 @@
 
 Every rule is a seeded function of a doc's content digest (blake2b-128 of its UTF-8 text, the digest the
 chunker's dedupe already keys on), never of where the doc was read or how the work was cut:
-- `is_val`: the doc is in val when a seeded 64-bit hash of its digest is below val_fraction * 2**64;
+- `val_mask`: a doc is in val when a seeded 64-bit hash of its digest is below val_fraction * 2**64;
 - `shuffle_key`: rows of a parquet file are sorted by another seeded 64-bit hash (a shuffle that needs
   no RNG state, so a file's order is the same whoever assembles it);
-- `shard_of` / `bucket_of`: where the DAG's mapped tail routes a doc.
+- `shards_of` / `bucket_of`: where the DAG's mapped tail routes a doc.
 
 A spool holds a shard's docs in a local file and only a key and a few lengths per doc in memory; `write`
 reads them back in key order and closes a row group at `row_group_rows` or `row_group_bytes`, a file at
@@ -82,12 +82,8 @@ def _seeded(digest: bytes, seed: int, what: str) -> int:
     return int.from_bytes(keyed.digest(), "big")
 
 
-def is_val(digest: bytes, seed: int, val_fraction: float) -> bool:
-    return _seeded(digest, seed, "val") < int(val_fraction * 2 ** 64)
-
-
 def val_mask(digests: list[bytes], seed: int, val_fraction: float) -> np.ndarray:
-    """is_val of every digest (the key made once, not per doc)."""
+    """Whether each doc is in val (the key made once, not per doc)."""
     return _seeded_all(digests, seed, "val") < np.uint64(int(val_fraction * 2 ** 64))
 
 
@@ -99,8 +95,9 @@ def shuffle_keys(digests: list[bytes], seed: int) -> np.ndarray:
     return _seeded_all(digests, seed, "order")
 
 
-def shard_of(digest: bytes, seed: int, shards: int) -> int:
-    return _seeded(digest, seed, "shard") % shards
+def shards_of(digests: list[bytes], seed: int, shards: int) -> np.ndarray:
+    """The shard (of `shards`) each doc is routed to (the key made once, not per doc)."""
+    return _seeded_all(digests, seed, "shard") % np.uint64(shards)
 
 
 def bucket_of(digest: bytes, buckets: int) -> int:

@@ -28,6 +28,7 @@ from nanodata.storage.uri import (
                                   open_decompressed,
                                   open_read,
                                   open_seekable,
+                                  open_window,
                                   read_bytes,
                                   read_json,
                                   read_jsons,
@@ -38,5 +39,5 @@ from nanodata.storage.uri import (
 
 __all__ = ["check_uri", "compression_of", "content_digest", "decompression_errors", "delete_files", "delete_tree", "exists",
            "gcs_client", "is_gcs", "iter_blobs", "iter_sizes", "join_uri", "list_names", "local_copy", "open_decompressed",
-           "open_read", "open_seekable", "parse_gs", "read_bytes", "read_json", "read_jsons", "valid_bucket_name",
+           "open_read", "open_seekable", "open_window", "parse_gs", "read_bytes", "read_json", "read_jsons", "valid_bucket_name",
            "write_bytes", "write_file", "write_json"]

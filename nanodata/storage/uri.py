@@ -194,10 +194,13 @@ def open_read(uri: str | os.PathLike, start: int = 0, stop: int | None = None):
         except PermissionError:
             raise NanodataError(f"{uri}: permission denied") from None
         f.seek(start)
-        if stop is None:
-            return f
-        return io.BufferedReader(_Window(f, stop - start), COPY_BLOCK)
+        return f if stop is None else open_window(f, stop - start)
     return io.BufferedReader(_GcsRangeStream(uri, start, stop), COPY_BLOCK)
+
+
+def open_window(f, length: int):
+    """A buffered stream of the next `length` bytes of an open binary stream `f` (closing it closes f)."""
+    return io.BufferedReader(_Window(f, length), COPY_BLOCK)
 
 
 class _Window(io.RawIOBase):

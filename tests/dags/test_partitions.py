@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.jobs import cpp_corpus
-from nanodata.pipeline.chunkbuild import chunk_to_jsonl
-from nanodata.pipeline.chunkbuild.sources import split_at_lines
+from nanodata.pipeline.chunkbuild import chunk_to_jsonl, partitions
+from nanodata.pipeline.chunkbuild.reuse import text_content_digest
+from nanodata.pipeline.chunkbuild.sources import Problem, SourceFile, load_text, split_at_lines, stream_items
 from nanodata.pipeline.to_parquet import jsonl_to_parquet
 from nanodata.report import build_stats
 from nanodata.report.corpus_report import report_build
@@ -397,6 +398,42 @@ def test_a_rebuild_weighs_cached_items_less_and_builds_the_same_corpus(source, t
     assert sum(p["weight"] for p in weighed) < sum(p["bytes"] for p in weighed) / 3
     # the edited record sits in a partition of its own bytes' weight at least: it is chunked again, not reused
     assert info["reuse"]["files_chunked"] >= 2
+
+
+def test_a_rebuild_plans_each_records_digest_and_parses_only_lines_not_as_planned(source, tmp_path):
+    """A rebuild's plan notes what the chunk task needs of each JSONL record (its content digest, size, names), so
+    the chunk task parses a record's line only when its entry misses; a line that is not the one planned (the input
+    changed since) is parsed and keyed by what it holds, a line that is no record is named as before."""
+    dest, params = str(tmp_path / "dest"), {**PARAMS, "mode": "basic"}
+    first, _, _ = run_steps(source, dest, params, 0.01)
+    cpp_corpus.cleanup(dest, first["key"])
+    rebuilt, _, _ = run_steps(_night(source, tmp_path / "night"), dest, params, 0.01)
+    planned = [json.loads(p.read_text()) for p in sorted((Path(rebuilt["stage"]) / "partitions").glob("*.json"))]
+    assert all(pc["records"] for p in planned for pc in p["pieces"] if pc["kind"] == "jsonl")
+    items = [i for p in planned for i in partitions.partition_items(p, None)
+             if isinstance(i, SourceFile) and i.file is None]
+    assert items and all(i.text is None and i.line is not None for i in items)
+    assert all(i.digest == text_content_digest(load_text(i)[0], None) for i in items)
+
+    lines = [json.dumps({"text": "int a;\n", "path": "a.h", "repo": "r"}).encode() + b"\n",
+             json.dumps({"text": "int b;\n", "path": "b.h"}).encode() + b"\n", b"{not json\n"]
+    changed = json.dumps({"text": "int B;\n", "path": "b.h"}).encode() + b"\n"
+    planned = _planned(lines)
+    a, b, bad = stream_items(io.BytesIO(lines[0] + changed + lines[2]), "in.jsonl", 0, None, planned=planned)
+    assert (a.text, a.line, a.digest, a.source, a.project, a.size) == (
+        None, lines[0], planned[0][1], "r/a.h", "r", len("int a;\n"))
+    assert load_text(a) == ("int a;\n", None)
+    assert (b.text, b.line, b.digest, b.source, b.project) == ("int B;\n", None, None, "b.h", "in.jsonl")
+    assert isinstance(bad, Problem) and "invalid JSON" in bad.reason and bad.where == "in.jsonl:3"
+
+
+def _planned(lines: list[bytes]) -> list:
+    """What a rebuild's plan notes of each line (its weigher's records)."""
+    planner = partitions._Planner("unused", 1 << 30, None, cached=lambda digest: True)
+    weigh = partitions._line_weigher(planner)
+    for line in lines:
+        weigh(line)
+    return planner.planned()["records"]
 
 
 @given(lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"), max_size=60),

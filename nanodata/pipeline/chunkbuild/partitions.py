@@ -35,7 +35,17 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.chunkbuild.reuse import text_content_digest
-from nanodata.pipeline.chunkbuild.sources import Problem, gid_of, jsonl_items, split_at_lines, tree_files, tree_item
+from nanodata.pipeline.chunkbuild.sources import (
+    Problem,
+    gid_of,
+    jsonl_items,
+    line_check,
+    record_fields,
+    split_at_lines,
+    stream_items,
+    tree_files,
+    tree_item,
+)
 from nanodata.storage.auth import Secret, read_sealed_json, seal_bytes, seal_file
 
 log = logging.getLogger(__name__)
@@ -64,6 +74,7 @@ class _Planner:
         self.bytes = self.weight = 0
         self.count = 0
         self.total = 0  # bytes of every partition so far
+        self.records: list = []  # what _line_weigher took of each JSONL line since the last piece was cut
 
     @property
     def room(self) -> float:
@@ -72,6 +83,12 @@ class _Planner:
     def weigh(self, size: int, digest: str | None) -> float:
         """An item's weight: its bytes, a fraction of them when its result is cached."""
         return size * CACHED_COST if digest is not None and self.cached is not None and self.cached(digest) else size
+
+    def planned(self) -> dict:
+        """What a JSONL piece just cut holds of its lines' records (`records`: see sources.stream_items), when they
+        were weighed (a cache to look them up in): its chunk task then parses only the records whose entries miss."""
+        records, self.records = self.records, []
+        return {"records": records} if self.cached is not None else {}
 
     def add(self, piece: dict, size: int, weight: float) -> None:
         self.pieces.append(piece)
@@ -104,7 +121,7 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
         with storage.open_seekable(uri) as raw, rapidgzip.RapidgzipFile(raw, parallelization=cores) as f:
             for _, cut in split_at_lines(f, planner.room, planner.limit, _line_weigher(planner)):
                 if cut is not None:
-                    pieces.append(cut)
+                    pieces.append((cut, planner.planned()))
             with open(index, "wb") as out:
                 f.export_index(out)
     except (ValueError, RuntimeError, OSError) as exc:
@@ -115,31 +132,35 @@ def _plan_gzip(planner: _Planner, number: int, uri: str, scratch: Path) -> bool:
     with storage.open_seekable(uri) as raw:
         raw.seek(-4, io.SEEK_END)
         footer = int.from_bytes(raw.read(4), "little")
-    if footer != (pieces[-1][1] if pieces else 0) % 2 ** 32:
+    if footer != (pieces[-1][0][1] if pieces else 0) % 2 ** 32:
         log.warning("%s: decompressed size disagrees with the gzip footer; decompressing it to staging instead", uri)
         return False
     index_uri = storage.join_uri(planner.stage, GZ_INDEX, f"{number:05d}.gzidx")
     seal_file(index, index_uri, planner.secret)
     # the same cuts split_at_lines gives the decompressed-file path: planner.room only changes at a partition's close,
     # which a cut causes, so cutting first and adding after gives the same pieces
-    for start, stop, first_line, weight in pieces:
+    for (start, stop, first_line, weight), records in pieces:
         planner.add({"kind": "jsonl", "input": number, "display": uri, "uri": uri, "start": start, "stop": stop,
-                     "first_line": first_line, "gzindex": index_uri}, stop - start, weight)
+                     "first_line": first_line, "gzindex": index_uri, **records}, stop - start, weight)
     return True
 
 
 def _line_weigher(planner: _Planner):
     """weigh(line) for split_at_lines: a JSONL record's weight (_Planner.weigh of its text's content digest, as the
-    cache keys it); None when nothing is cached (ranges are then cut by bytes)."""
+    cache keys it), what the chunk task needs of it noted (_Planner.planned); None when nothing is cached (ranges
+    are then cut by bytes)."""
     if planner.cached is None:
         return None
 
     def weigh(line: bytes) -> float:
-        try:
-            text = json.loads(line)["text"]
-        except (ValueError, KeyError, TypeError):  # not a record: the chunk task names the problem
+        fields = record_fields(line, "")
+        if not isinstance(fields, tuple):  # not a record: the chunk task names the problem
+            planner.records.append(None)
             return len(line)
-        return planner.weigh(len(line), text_content_digest(text, None) if isinstance(text, str) else None)
+        text, *rest = fields
+        digest = text_content_digest(text, None)
+        planner.records.append([line_check(line), digest, *rest])
+        return planner.weigh(len(line), digest)
 
     return weigh
 
@@ -148,6 +169,7 @@ def _plan_jsonl(planner: _Planner, number: int, uri: str, scratch: Path) -> None
     kind = storage.compression_of(uri)
     if kind == "gzip" and _plan_gzip(planner, number, uri, scratch):
         return
+    planner.records = []  # (what a failed gzip pass noted past its last cut)
     try:
         if kind == "zstd":  # frames are independent: a piece can be read from the start of its frame
             with storage.open_read(uri) as raw:
@@ -182,6 +204,7 @@ def _plan_stream(planner: _Planner, number: int, uri: str, scratch: Path, stream
             piece = {**base, "uri": target, "start": 0, "stop": None, "first_line": first_line}
         else:
             piece = {**base, "uri": uri, "start": start, "stop": stop, "first_line": first_line, **where}
+        piece.update(planner.planned())
         planner.add(piece, stop - start, weight)
         where = seek(stop)
 
@@ -306,7 +329,8 @@ def partition_items(partition: dict, max_file_bytes: int | None):
             yield from _range_items(piece, max_file_bytes, _zstd_reader)
         elif piece["kind"] == "jsonl":
             yield from jsonl_items(piece["uri"], piece["input"], max_file_bytes, display=piece["display"],
-                                   start=piece["start"], stop=piece["stop"], first_line=piece["first_line"])
+                                   start=piece["start"], stop=piece["stop"], first_line=piece["first_line"],
+                                   planned=piece.get("records"))
         else:
             for rel, size, k, digest in piece["files"]:
                 yield tree_item(piece["root"], rel, size, gid_of(piece["input"], k), max_file_bytes, digest)
@@ -342,17 +366,11 @@ def _zstd_reader(piece: dict, tmp: Path):
 
 def _range_items(piece: dict, max_file_bytes: int | None, reader):
     """The items of a decompressed range of a compressed input: reader(piece, tmp) opens it at the range's start (no
-    decompressed byte is staged); the range goes to a local temp file, read as a plain range with the input's line
-    numbers."""
-    with tempfile.TemporaryDirectory(prefix="nanodata-range-") as tmp:
-        local = Path(tmp) / "range.jsonl"
-        left = piece["stop"] - piece["start"]
-        with reader(piece, Path(tmp)) as f, open(local, "wb") as out:
-            while left > 0 and (block := f.read(min(left, GZ_READ))):
-                out.write(block)
-                left -= len(block)
-        yield from jsonl_items(str(local), piece["input"], max_file_bytes, display=piece["display"], start=0,
-                               stop=piece["stop"] - piece["start"], first_line=piece["first_line"])
+    decompressed byte is staged); the range is read as it is decompressed, with the input's line numbers."""
+    with tempfile.TemporaryDirectory(prefix="nanodata-range-") as tmp, reader(piece, Path(tmp)) as f:
+        yield from stream_items(storage.open_window(f, piece["stop"] - piece["start"]), piece["display"],
+                                piece["input"], max_file_bytes, first_line=piece["first_line"],
+                                planned=piece.get("records"))
 
 
 def describe(partition: dict) -> str:

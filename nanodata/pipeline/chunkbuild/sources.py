@@ -25,7 +25,7 @@ from pathlib import Path
 from nanodata import storage
 from nanodata.errors import NanodataError
 from nanodata.pipeline.cleaning.licenses import NOASSERTION, detect_license, license_files
-from nanodata.storage.files import object_digest
+from nanodata.storage.files import crc32c_name, object_digest
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 # A JSON line may escape text (\uXXXX is 6 bytes per char), so lines get more room than files.
@@ -49,6 +49,7 @@ class SourceFile:
     size: int = 0
     license: str = NOASSERTION  # its project's SPDX id (a tree's license files), or its record's "license"
     digest: str | None = None   # its content digest, when planned (reuse.text_content_digest's; a cache hit reads nothing)
+    line: bytes | None = None   # a planned record's JSONL line in place of its text: parsed only if its entry misses
 
 
 @dataclass
@@ -97,8 +98,9 @@ def too_big(where: str, size: int, max_file_bytes: int | None) -> Problem | None
     return Problem(where, f"{size} bytes exceeds --max-file-bytes {max_file_bytes}", "skipped", size)
 
 
-def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_bytes: int | None):
-    """One JSONL line -> SourceFile, Problem, or None (a blank line)."""
+def record_fields(raw: bytes, where: str):
+    """A JSONL line's record: (text, its UTF-8 bytes, path, repo, license); a Problem for a line that is not one,
+    None for a blank line."""
     if not raw.strip():
         return None
     try:
@@ -114,31 +116,58 @@ def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_b
     text = record["text"]
     if not isinstance(text, str):
         return Problem(where, f'"text" is {type(text).__name__}, expected a string')
-    size = len(text.encode("utf-8", "surrogatepass"))
+    return (text, len(text.encode("utf-8", "surrogatepass")), str(record.get("path") or ""),
+            str(record.get("repo") or ""), str(record.get("license") or NOASSERTION))
+
+
+def line_check(raw: bytes) -> str:
+    """What tells a planned line from another one in its place (the input changed since): its length and crc32c."""
+    return f"{len(raw)}:{crc32c_name(raw)}"
+
+
+def _record(raw: bytes, where: str, name: str, number: int, gid: int, max_file_bytes: int | None,
+            planned: list | None = None):
+    """One JSONL line -> SourceFile, Problem, or None (a blank line). planned: what the plan took of this line when
+    it was a record ([line_check, content digest, then record_fields' less its text]): the line is then parsed only
+    if its entry misses (load_text), unless it is not the line planned."""
+    if planned is not None and planned[0] == line_check(raw):
+        text, digest, (size, rel, repo, license) = None, planned[1], planned[2:]
+    else:
+        fields = record_fields(raw, where)
+        if not isinstance(fields, tuple):
+            return fields
+        (text, size, rel, repo, license), digest = fields, None
     if problem := too_big(where, size, max_file_bytes):
         return problem
-    rel = str(record.get("path") or "")
-    repo = str(record.get("repo") or "")
     source = "/".join(p for p in (repo, rel) if p) or f"{name}:{number}"
     project = repo or name  # a record without a repo belongs to its input file
-    return SourceFile(gid, source, project, rel or source, text=text, size=size,
-                      license=str(record.get("license") or NOASSERTION))
+    return SourceFile(gid, source, project, rel or source, text=text, size=size, license=license, digest=digest,
+                      line=None if text is not None else raw)
 
 
 def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display: str | None = None,
-                start: int = 0, stop: int | None = None, first_line: int = 1):
+                start: int = 0, stop: int | None = None, first_line: int = 1, planned: list | None = None):
     """SourceFile or Problem per line of a JSONL input, or of the line-aligned range [start, stop) of it.
 
     A range is read from `uri` as plain bytes (the decompressed file a plan wrote, or a byte
-    range of an uncompressed input); the whole input is read through its decompressor."""
+    range of an uncompressed input); the whole input is read through its decompressor. planned: as stream_items'."""
     display = display or uri
-    name = input_name(display)
     whole = start == 0 and stop is None
     try:
         stream = storage.open_decompressed(uri) if whole else storage.open_read(uri, start, stop)
     except NanodataError as exc:  # missing, a directory, unreadable: counted like any bad input
         yield Problem(display, str(exc).removeprefix(f"{uri}: "))
         return
+    yield from stream_items(stream, display, input_no, max_file_bytes, first_line=first_line, first=start == 0,
+                            planned=planned)
+
+
+def stream_items(stream, display: str, input_no: int, max_file_bytes: int | None, *, first_line: int = 1,
+                 first: bool = True, planned: list | None = None):
+    """SourceFile or Problem per line of an open stream of JSONL (closed at the end), its first line numbered
+    `first_line`; first: the stream starts at the input's start (an input with no line at all is a Problem).
+    planned: what the plan took of each line (_record's `planned`, None for a line that was no record)."""
+    name = input_name(display)
     number = first_line - 1
     max_line = None if max_file_bytes is None else LINE_SLACK * max_file_bytes + 4096
     with stream:
@@ -149,13 +178,15 @@ def jsonl_items(uri: str, input_no: int, max_file_bytes: int | None, *, display:
                 if raw is None:
                     yield Problem(where, f"line longer than {LINE_SLACK} x --max-file-bytes, skipped", "skipped")
                     continue
-                item = _record(raw, where, name, number, gid_of(input_no, number), max_file_bytes)
+                at = number - first_line
+                item = _record(raw, where, name, number, gid_of(input_no, number), max_file_bytes,
+                               planned[at] if planned is not None and at < len(planned) else None)
                 if item is not None:
                     yield item
         except storage.decompression_errors() as exc:  # a corrupt or truncated .gz / .zst
             yield Problem(f"{display}:{number + 1}", f"cannot decompress: {exc}")
             return
-    if start == 0 and first_line == 1 and number == 0:
+    if first and first_line == 1 and number == 0:
         yield Problem(display, "empty input file", "skipped")
 
 
@@ -337,6 +368,9 @@ def load_text(src: SourceFile) -> tuple[str | None, Problem | None]:
     it cannot be read."""
     if src.text is not None:
         return src.text, None
+    if src.line is not None:
+        fields = record_fields(src.line, src.source)
+        return (fields[0], None) if isinstance(fields, tuple) else (None, fields or Problem(src.source, "blank line"))
     try:
         data = storage.read_bytes(src.file)
     except OSError as exc:
