@@ -24,7 +24,8 @@ what to delete (nanodata.pipeline.chunkbuild.stage.broken_seals).
 Nightly rebuilds cost what changed: the file passes go through the destination's per-file cache (DEST/.cache/,
 nanodata.pipeline.chunkbuild.reuse), so a file whose content and settings are unchanged is not chunked again (in the
 global modes, a project none of whose visible files changed is not re-emitted); plan hands each tree file's
-content digest to its task, so such a file is not even read. The tail runs whole over every doc, reused or new:
+content digest to its task, so such a file is not even read, and in a rebuild each JSONL record's (with its size and
+names), so such a record's line is not parsed. The tail runs whole over every doc, reused or new:
 the corpus is byte-identical to a build into an empty destination. cleanup records the keys the build used and
 deletes the entries none of the last `cache_keep_runs` builds used.
 """

@@ -238,7 +238,8 @@ def _lines(stream):
     """A stream's lines, each with its newline (the last may have none), read a block at a time."""
     rest = b""
     while block := stream.read(READ_BLOCK):
-        lines = (rest + block).split(b"\n")
+        lines = block.split(b"\n")
+        lines[0] = rest + lines[0]  # (the line the last block ended in: the block itself is not copied for it)
         rest = lines.pop()
         for line in lines:
             yield line + b"\n"
