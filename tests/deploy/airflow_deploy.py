@@ -94,6 +94,8 @@ def airflow_env(home: Path, db_url: str, *, executor: str, dags_folder: Path, pl
         "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + db_url,
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
+        # each worker imports nanodata's build modules once; its tasks, forked from it, start with them loaded
+        "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": "nanodata.jobs.worker.CELERY_CONFIG",
         # a queue of our own, so no other Celery worker on the shared broker takes our tasks; named after the
         # metadata DB because the serialized DAGs in it keep the queue of whichever deployment parsed them first
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": "nanodata-deploy-" + db_url.rsplit("_", 1)[-1],
