@@ -221,14 +221,12 @@ AVERAGE_FILE_BYTES = 4096  # a low guess of a C++ file's size: sizes the band gr
 
 def _near_plan(params: dict, total_bytes: int) -> dict | None:
     """Near-dedup's threshold and its number of band groups (mapped near tasks), or None without near-dedup."""
-    from nanodata.pipeline.dedup.minhash import lsh_shape
-    from nanodata.pipeline.dedup.near import group_count
+    from nanodata.pipeline.chunkbuild.graph import near_groups
 
     if params["dedup"] != "near":
         return None
     threshold = params["near_threshold"]
-    bands, _ = lsh_shape(threshold)
-    return {"threshold": threshold, "groups": group_count(total_bytes // AVERAGE_FILE_BYTES, bands)}
+    return {"threshold": threshold, "groups": near_groups(total_bytes // AVERAGE_FILE_BYTES, threshold)}
 
 
 def _signed(stage: str, plan_: dict, secret: Secret) -> list[tuple[int, dict]]:

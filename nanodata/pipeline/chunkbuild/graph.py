@@ -103,8 +103,9 @@ def signing(settings: dict, stage: str, partition: int, tmp: Path, summary: dict
 def file_pass(stage: str, number: int, items, settings: dict, *, workers: int, tally: Tally, tmp: Path,
               secret: Secret, docs: Path | None = None, bar=None) -> dict:
     """Stage parse or chunk, one partition: every file read once (cleaned, license-checked, its signature taken when
-    near-deduping). Global modes: its units sealed at units/NNNNN.sqlite. Local modes: its docs as staged lines in the
-    local file `docs` (given in these modes), their groups (see emit_store) under "groups". Returns {"near": counts} when near-deduping."""
+    near-deduping). Global modes: its units sealed at units/NNNNN.sqlite. Local modes: its docs as staged lines in
+    the local file `docs` (given in these modes), their groups (see emit_store) under "groups". Returns, besides,
+    {"near": counts} when near-deduping."""
     passed: dict = {}
     with signing(settings, stage, number, tmp, passed, secret) as sink:
         if settings["mode"] in GLOBAL_MODES:
