@@ -27,7 +27,7 @@ from nanodata.pipeline.chunkbuild.config import ChunkConfig
 from nanodata.pipeline.chunkbuild.pipeline import Tally, chunk_items, emit_store, merge_docs, start_worker
 from nanodata.pipeline.chunkbuild.reuse import totals
 from nanodata.pipeline.chunkbuild.sources import SourceFile, jsonl_items, tree_items
-from nanodata.pipeline.chunkbuild.stage import DOCS, STAGED, item_uri
+from nanodata.pipeline.chunkbuild.stage import DOCS, STAGED, index_uri, item_uri, units_uri
 from nanodata.pipeline.chunkbuild.writer import JsonlWriter, ParquetDocs, work_path
 from nanodata.pipeline.chunking.fidelity import summarize
 from nanodata.ranges import ROWS_PER_FILE, SEED, VAL_FRACTION, not_local
@@ -266,6 +266,10 @@ class InProcess:
             getattr(self, step.name)()
         return self.counts
 
+    def _checked(self, uri: str) -> Path:
+        """A staged file of this run (local: the file itself), under its seal: one changed since stops the run."""
+        return sealed(uri, self.secret, required=True).local(uri)
+
     def _docs(self, number: int) -> Path:
         return Path(item_uri(self.root, DOCS, number, STAGED))
 
@@ -286,10 +290,9 @@ class InProcess:
 
     def emit(self) -> None:
         emitted = Tally()
-        index = sealed(graph.index_uri(self.root), self.secret, required=True).local(graph.index_uri(self.root))
+        index = self._checked(index_uri(self.root))
         for number, _ in self.passed:
-            store = sealed(graph.units_uri(self.root, number), self.secret, required=True).local(
-                graph.units_uri(self.root, number))
+            store = self._checked(units_uri(self.root, number))
             groups = emit_store(store, index, self.settings, self.workers, self._docs(number), emitted, self.bar)
             self.staged.append((number, str(self._docs(number)), groups))
             store.unlink()  # read once: the disk holds one partition's docs and units at a time, not both of all
