@@ -14,6 +14,10 @@ callers treat as a miss. Types:
 Layout: MAGIC, the type's fingerprint (8 bytes), the JSON's length (8 bytes, little-endian), the JSON
 `[value, [blob lengths], [shared tuples]]` (UTF-8, lone surrogates kept), then the blobs (every bytes value, in
 order).
+
+Reading: msgspec parses the JSON straight into the shape the type implies (a dataclass as an array-like msgspec
+Struct of its stored fields' shapes), checking every value's type in C as it goes; what is left to Python is making
+the dataclasses, reading plain values and blobs, and sharing the shared tuples (a converter's `post`).
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import typing
 from itertools import chain
 from operator import attrgetter, itemgetter
 
+import msgspec
+
 MAGIC = b"npd1"
 HEADER = len(MAGIC) + 8 + 8
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
 _LIST, _TWO = frozenset((list,)), frozenset((2,))
+_COUNT = typing.Annotated[int, msgspec.Meta(ge=0)]
 # json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once, not per value
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -83,40 +90,40 @@ def _fail(what: str, value) -> typing.NoReturn:
     raise Undecodable(f"expected {what}, found {type(value).__name__}")
 
 
+def _same(v, ctx):
+    return v
+
+
 class _Conv:
-    """A type's encoder enc(value, blobs) -> JSON-able and decoder dec(json value, context) -> value; `exact`: the
-    type, when they only check that a value is of exactly that type and pass it as it is (checked in bulk by
+    """A type's encoder enc(value, blobs) -> JSON-able; `spec`: the type msgspec reads its JSON as (checked there),
+    `post`: post(what msgspec read, context) -> value, or None when what msgspec read is the value; `exact`: the
+    type, when enc only checks that a value is of exactly that type and passes it as it is (checked in bulk by
     the converters of lists and dataclasses holding it)."""
-    __slots__ = ("enc", "dec", "name", "exact")
+    __slots__ = ("enc", "spec", "post", "name", "exact")
 
-    def __init__(self, name: str, exact: type | None = None):
+    def __init__(self, name: str, spec, exact: type | None = None):
         self.name = name
+        self.spec = spec
         self.exact = exact
+        self.post = None
 
 
-def _scalar(kind: type, widened: tuple = ()) -> _Conv:
-    """A scalar of exactly `kind` (an int is not a bool); `widened`: JSON types read back as kind too (a float
-    whose value is whole, 1e16, is written as an int's digits)."""
-    conv = _Conv(kind.__name__, None if widened else kind)
+def _scalar(kind: type) -> _Conv:
+    """A scalar of exactly `kind` (an int is not a bool; msgspec reads a float written as an int's digits, 1e16,
+    as a float)."""
+    conv = _Conv(kind.__name__, kind, kind)
 
     def enc(v, blobs):
         if type(v) is not kind:
             raise TypeError(f"expected {kind.__name__}, got {type(v).__name__}: {v!r:.80}")
         return v
 
-    def dec(v, ctx):
-        if type(v) is kind:
-            return v
-        if type(v) in widened:
-            return kind(v)
-        _fail(kind.__name__, v)
-
-    conv.enc, conv.dec = enc, dec
+    conv.enc = enc
     return conv
 
 
 def _bytes() -> _Conv:
-    conv = _Conv("bytes")
+    conv = _Conv("bytes", _COUNT)
 
     def enc(v, blobs):
         if type(v) is not bytes:
@@ -124,41 +131,37 @@ def _bytes() -> _Conv:
         blobs.append(v)
         return len(blobs) - 1
 
-    def dec(v, ctx):
-        if type(v) is not int or not 0 <= v < len(ctx.blobs):
+    def post(v, ctx):
+        if v >= len(ctx.blobs):
             _fail("a blob's number", v)
         return ctx.blobs[v]
 
-    conv.enc, conv.dec = enc, dec
+    conv.enc, conv.post = enc, post
     return conv
 
 
 def _none() -> _Conv:
-    conv = _Conv("None")
+    conv = _Conv("None", None)
 
     def enc(v, blobs):
         if v is not None:
             raise TypeError(f"expected None, got {type(v).__name__}")
         return None
 
-    def dec(v, ctx):
-        if v is not None:
-            _fail("null", v)
-        return None
-
-    conv.enc, conv.dec = enc, dec
+    conv.enc = enc
     return conv
 
 
 def _optional(inner: _Conv) -> _Conv:
-    conv = _Conv(f"{inner.name} | None")
+    conv = _Conv(f"{inner.name} | None", inner.spec | None)
     conv.enc = lambda v, blobs: None if v is None else inner.enc(v, blobs)
-    conv.dec = lambda v, ctx: None if v is None else inner.dec(v, ctx)
+    if inner.post is not None:
+        conv.post = lambda v, ctx: None if v is None else inner.post(v, ctx)
     return conv
 
 
 def _sequence(inner: _Conv, kind: type) -> _Conv:
-    conv = _Conv(f"{kind.__name__}[{inner.name}]")
+    conv = _Conv(f"{kind.__name__}[{inner.name}]", list[inner.spec] if kind is list else tuple[inner.spec, ...])
     if inner.exact is not None:  # the common case (str, int, bool), checked without a call per item
         kinds = frozenset((inner.exact,))
 
@@ -166,73 +169,70 @@ def _sequence(inner: _Conv, kind: type) -> _Conv:
             if type(v) is not kind or not _only(v, kinds):
                 raise TypeError(f"expected {conv.name}, got {v!r:.80}")
             return v
-
-        def dec(v, ctx):
-            if type(v) is not list or not _only(v, kinds):
-                _fail(conv.name, v)
-            return v if kind is list else tuple(v)
     else:
         def enc(v, blobs):
             if type(v) is not kind:
                 raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
             return [inner.enc(x, blobs) for x in v]
 
-        def dec(v, ctx):
-            if type(v) is not list:
-                _fail(conv.name, v)
-            items = [inner.dec(x, ctx) for x in v]
-            return items if kind is list else tuple(items)
-
-    conv.enc, conv.dec = enc, dec
+    item = inner.post
+    if item is not None:
+        conv.post = lambda v, ctx: kind([item(x, ctx) for x in v])
+    conv.enc = enc
     return conv
 
 
 def _fixed_tuple(inners: list[_Conv]) -> _Conv:
-    conv = _Conv(f"tuple[{', '.join(c.name for c in inners)}]")
+    conv = _Conv(f"tuple[{', '.join(c.name for c in inners)}]", tuple[tuple(c.spec for c in inners)])
     n = len(inners)
+    kinds = tuple(c.exact for c in inners)
 
     def enc(v, blobs):
         if type(v) is not tuple or len(v) != n:
             raise TypeError(f"expected {conv.name}, got {v!r:.80}")
+        if tuple(map(type, v)) == kinds:  # scalars of exactly their types (a pair of names): as they are
+            return v
         return [c.enc(x, blobs) for c, x in zip(inners, v, strict=True)]
 
-    def dec(v, ctx):
-        if type(v) is not list or len(v) != n:
-            _fail(conv.name, v)
-        return tuple(c.dec(x, ctx) for c, x in zip(inners, v, strict=True))
-
-    conv.enc, conv.dec = enc, dec
+    if any(c.post is not None for c in inners):
+        posts = [c.post or _same for c in inners]
+        conv.post = lambda v, ctx: tuple([p(x, ctx) for p, x in zip(posts, v, strict=True)])
+    conv.enc = enc
     return conv
 
 
 def _mapping(key: _Conv, value: _Conv) -> _Conv:
-    conv = _Conv(f"dict[{key.name}, {value.name}]")
-    exact = frozenset((value.exact,))
-    if key.name == "str":  # a JSON object
+    string_keys = key.name == "str"  # a JSON object, else [[key, value], ...]
+    spec = dict[str, value.spec] if string_keys else list[tuple[key.spec, value.spec]]
+    conv = _Conv(f"dict[{key.name}, {value.name}]", spec)
+    if string_keys:
         def enc(v, blobs):
             if type(v) is not dict:
                 raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
             return {key.enc(k, blobs): value.enc(x, blobs) for k, x in v.items()}
-
-        def dec(v, ctx):
-            if type(v) is not dict:
-                _fail(conv.name, v)
-            if value.exact is not None and _only(v.values(), exact):  # (counts by name: no call per item)
-                return v
-            return {k: value.dec(x, ctx) for k, x in v.items()}
-    else:  # [[key, value], ...]
+    else:
         def enc(v, blobs):
             if type(v) is not dict:
                 raise TypeError(f"expected {conv.name}, got {type(v).__name__}")
             return [[key.enc(k, blobs), value.enc(x, blobs)] for k, x in v.items()]
 
-        def dec(v, ctx):
-            if type(v) is not list or not _pairs(v):
-                _fail(conv.name, v)
-            return {key.dec(k, ctx): value.dec(x, ctx) for k, x in v}
-
-    conv.enc, conv.dec = enc, dec
+    if string_keys:
+        if value.post is not None:
+            conv.post = lambda v, ctx: {k: value.post(x, ctx) for k, x in v.items()}
+    elif key.post is None and value.post is None:
+        conv.post = _dict_of_pairs
+    else:
+        key_post, value_post = key.post or _same, value.post or _same
+        conv.post = lambda v, ctx: _dict_of_pairs([(key_post(k, ctx), value_post(x, ctx)) for k, x in v], ctx)
+    conv.enc = enc
     return conv
+
+
+def _dict_of_pairs(pairs: list, ctx) -> dict:
+    try:
+        return dict(pairs)
+    except TypeError:  # an unhashable key
+        raise Undecodable("a dict with an unhashable key") from None
 
 
 # plain values: scalars as themselves, a tuple as a JSON array, the rest as a one-key object naming its kind
@@ -290,7 +290,7 @@ def _plain(kind: type | None) -> _Conv:
     """A bare tuple/list/dict (or object): a plain value. A bare tuple's value is written once per payload and
     referred to by its number wherever the same object recurs (a scope shared by a file's units): read once, one
     object again."""
-    conv = _Conv(kind.__name__ if kind else "object")
+    conv = _Conv(kind.__name__ if kind else "object", typing.Any)
 
     def enc(v, out):
         if kind is not None and type(v) is not kind:
@@ -303,7 +303,7 @@ def _plain(kind: type | None) -> _Conv:
             return number
         return _enc_plain(v, out)
 
-    def dec(v, ctx):
+    def post(v, ctx):
         if kind is tuple and type(v) is int:
             if not 0 <= v < len(ctx.shared):
                 _fail("a shared tuple's number", v)
@@ -316,18 +316,21 @@ def _plain(kind: type | None) -> _Conv:
             _fail(kind.__name__, value)
         return value
 
-    conv.enc, conv.dec = enc, dec
+    conv.enc, conv.post = enc, post
     return conv
 
 
-def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
-    """A dataclass as the list of its n stored fields' values; the (name, converter, passed to __init__) of each
-    stored field are appended to the returned list by the caller (after registering: types may recurse).
+def _dataclass(cls: type, fills: dict, names: list[str]) -> tuple[_Conv, list]:
+    """A dataclass as the list of its stored fields' values (`names`); the (name, converter, passed to __init__) of
+    each stored field are appended to the returned list by the caller (after registering: types may recurse),
+    and their shapes set on the converter's spec (an array-like msgspec Struct of those fields) then.
 
-    Fields of an exact scalar type (str, int, bool: a converter that only checks the type) are read and checked
-    all at once, their values taken as they are; only the other fields' converters are called, in field order, so
-    a value fails on the same field, with the same message, as one converter per field would make it."""
-    conv = _Conv(cls.__qualname__)
+    Encoding, fields of an exact scalar type (str, int, bool, float: a converter that only checks the type) are read
+    and checked all at once, their values taken as they are; only the other fields' converters are called, in field
+    order, so a value fails on the same field, with the same message, as one converter per field would make it."""
+    spec = msgspec.defstruct(cls.__qualname__, [(name, object) for name in names], array_like=True,
+                             forbid_unknown_fields=True, gc=False)
+    conv = _Conv(cls.__qualname__, spec)
     built: list = []
     plan: list = []  # [_Plan] once `built` is complete
 
@@ -353,7 +356,7 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
         if p.scalars(tuple(map(type, values))) != p.scalar_types:
             return enc_each(v, blobs)  # (fails on its first wrong field)
         out = list(values)
-        for i, name, field_enc, _ in p.others:
+        for i, name, field_enc in p.others:
             try:
                 out[i] = field_enc(values[i], blobs)
             except TypeError as exc:
@@ -361,32 +364,23 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
         return out
 
     # a plain dataclass (no __post_init__ to run, no slots) is filled in as pickle does, without calling __init__:
-    # every field is set, each checked by its converter
+    # every field is set, as msgspec checked it
     direct = not hasattr(cls, "__post_init__") and "__slots__" not in cls.__dict__
+    new, fields = object.__new__, msgspec.structs.astuple
 
-    def dec(v, ctx):
-        if type(v) is not list or len(v) != n:
-            _fail(f"{cls.__qualname__} ({n} fields)", v)
+    def post(v, ctx):
         p = planned()
-        if p.scalars(tuple(map(type, v))) == p.scalar_types:
-            if direct:  # (the common case: filled in place, no dict of values built first)
-                value = object.__new__(cls)
-                values = value.__dict__
-                values.update(fills)
-                values.update(zip(p.names, v, strict=True))
-                for i, name, _, field_dec in p.others:
-                    values[name] = field_dec(v[i], ctx)
-                return value
-            values = dict(zip(p.names, v, strict=True))
-            for i, name, _, field_dec in p.others:
-                values[name] = field_dec(v[i], ctx)
-        else:  # a wrong type, or a float stored as an int's digits: each field by its converter
-            values = {name: d(x, ctx) for name, d, x in zip(p.names, p.decoders, v, strict=True)}
         if direct:
-            value = object.__new__(cls)
-            value.__dict__.update(fills)
-            value.__dict__.update(values)
+            value = new(cls)
+            values = value.__dict__
+            values.update(fills)
+            values.update(zip(p.names, fields(v), strict=True))
+            for name, field_post in p.posts:
+                values[name] = field_post(values[name], ctx)
             return value
+        values = dict(zip(p.names, fields(v), strict=True))
+        for name, field_post in p.posts:
+            values[name] = field_post(values[name], ctx)
         args = {**fills, **{name: values[name] for name, _, init in built if init}}
         try:
             value = cls(**args)
@@ -397,21 +391,21 @@ def _dataclass(cls: type, fills: dict, n: int) -> tuple[_Conv, list]:
                 object.__setattr__(value, name, values[name])
         return value
 
-    conv.enc, conv.dec = enc, dec
+    conv.enc, conv.post = enc, post
     return conv, built
 
 
 class _Plan:
-    """How a dataclass's stored fields are read and checked (see _dataclass)."""
+    """How a dataclass's stored fields are written and read (see _dataclass)."""
 
     def __init__(self, built: list):
         self.names = [name for name, _, _ in built]
-        self.decoders = [c.dec for _, c, _ in built]
         self.read = _tuple_of(attrgetter, self.names)
         exact = [i for i, (_, c, _) in enumerate(built) if c.exact is not None]
         self.scalars = _tuple_of(itemgetter, exact)
         self.scalar_types = tuple(built[i][1].exact for i in exact)
-        self.others = [(i, name, c.enc, c.dec) for i, (name, c, _) in enumerate(built) if i not in exact]
+        self.others = [(i, name, c.enc) for i, (name, c, _) in enumerate(built) if i not in exact]
+        self.posts = [(name, c.post) for name, c, _ in built if c.post is not None]
 
 
 class Codec:
@@ -426,6 +420,8 @@ class Codec:
         self.root = self._conv(hint)
         self._shapes.insert(0, _describe(hint))
         self.fingerprint = hashlib.blake2b("\n".join(self._shapes).encode(), digest_size=8).digest()
+        self._top = tuple[self.root.spec, list[_COUNT], list]  # [value, [blob lengths], [shared tuples]]
+        self._read = msgspec.json.Decoder(self._top).decode
 
     def __reduce__(self):  # (to worker processes: made again there from the type)
         return Codec, (self.hint, self.omit)
@@ -442,7 +438,7 @@ class Codec:
         if hint in (str, int, bool):
             return _scalar(hint)
         if hint is float:
-            return _scalar(float, (int,))
+            return _scalar(float)
         if hint is bytes:
             return _bytes()
         if hint is type(None) or hint is None:
@@ -458,12 +454,13 @@ class Codec:
                 raise TypeError(f"{hint.__qualname__} has no fields {sorted(unknown)}")
             hints = typing.get_type_hints(hint)
             stored = [f for f in dataclasses.fields(hint) if f.name not in fills]
-            conv, built = _dataclass(hint, fills, len(stored))
+            conv, built = _dataclass(hint, fills, [f.name for f in stored])
             self._convs[hint] = conv  # registered before its fields: a field may be of this type again
             self._shapes.append(f"{_describe(hint)}: " + ", ".join(f"{f.name}: {_describe(hints[f.name])}"
                                                                   for f in stored) + f" / omitted {sorted(fills)}")
             for f in stored:
                 built.append((f.name, self._conv(hints[f.name]), f.init))
+                conv.spec.__annotations__[f.name] = built[-1][1].spec  # (read when the first decoder is made)
             return conv
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if origin in (typing.Union, types.UnionType):
@@ -496,13 +493,13 @@ class Codec:
         size = int.from_bytes(data[len(MAGIC) + 8:HEADER], "little")
         if size > len(data) - HEADER:
             raise Undecodable("plain data cut short")
+        body = data[HEADER:HEADER + size]
         try:
-            top = json.loads(str(data[HEADER:HEADER + size], "utf-8", "surrogatepass"))
-        except (ValueError, RecursionError) as exc:
-            raise Undecodable(f"not JSON: {exc}") from None
-        if type(top) is not list or len(top) != 3 or type(top[1]) is not list or type(top[2]) is not list \
-                or not all(type(n) is int and n >= 0 for n in top[1]):
-            raise Undecodable("not a value, its blob lengths and its shared tuples")
+            top = self._read(body)
+        except msgspec.ValidationError as exc:
+            raise Undecodable(f"not a value of this shape: {exc}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            top = self._read_surrogates(body)
         if sum(top[1]) != len(data) - HEADER - size:
             raise Undecodable("blobs of other lengths than the data holds")
         blobs, at = [], HEADER + size
@@ -510,9 +507,19 @@ class Codec:
             blobs.append(bytes(data[at:at + n]))
             at += n
         try:
-            return self.root.dec(top[0], _Context(blobs, top[2]))
+            return top[0] if self.root.post is None else self.root.post(top[0], _Context(blobs, top[2]))
         except RecursionError:
             raise Undecodable("nested too deeply") from None
+
+    def _read_surrogates(self, body: memoryview):
+        """What msgspec cannot read: JSON holding lone surrogates (a file's undecodable bytes, kept as
+        surrogateescape), written surrogatepass, which is not UTF-8; and what is not JSON at all."""
+        try:
+            return msgspec.convert(json.loads(str(body, "utf-8", "surrogatepass")), self._top)
+        except msgspec.ValidationError as exc:
+            raise Undecodable(f"not a value of this shape: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise Undecodable(f"not JSON: {exc}") from None
 
 
 def _describe(hint) -> str:

@@ -76,14 +76,14 @@ class Unit:
     end: int
     tokens: int = 0
     part: Part | None = None    # large units: how to cut them (body is then the closer)
-    calls: tuple = ()           # simple names called, first occurrence order
-    types: tuple = ()           # type names referenced, first occurrence order
-    bases: tuple = ()           # of a type: the names of the classes it (or a class in it) derives from
+    calls: tuple[str, ...] = ()   # simple names called, first occurrence order
+    types: tuple[str, ...] = ()   # type names referenced, first occurrence order
+    bases: tuple[str, ...] = ()   # of a type: the names of the classes it (or a class in it) derives from
     specialization: bool = False  # a type written `class X<...>`: a partial or explicit specialization of X
     # ("function" | "type", name) -> last scope components (`b` for a::b::f) of a name every use of
     # which is qualified; a name used unqualified even once is absent (global lookups match by what
     # the use names: `C::iterator` is not `path::iterator`)
-    qualifiers: dict = field(default_factory=dict)
+    qualifiers: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     # the clang resolver (clangpass): the USRs its code binds to inside the input tree, first use first, and those
     # of the classes it derives from; None when its file is resolved by names
     usrs: tuple[str, ...] | None = None
