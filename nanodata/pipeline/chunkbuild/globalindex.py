@@ -301,6 +301,7 @@ class GlobalIndex:
         self._defs: dict = {}
         self._resolved: dict = {}
         self._units: dict = {}
+        self._derived: dict = {}
 
     @staticmethod
     def _cached(cache: dict, key, compute):
@@ -323,6 +324,12 @@ class GlobalIndex:
         key = (project, kind, name)
         return self._cached(self._defs, key, lambda: self.db.execute(
             "SELECT gid, uid, chain, owner FROM defs WHERE project = ? AND kind = ? AND name = ?", key).fetchall())
+
+    def derived(self, key, compute):
+        """compute() once per key: what a chunker derives from a definition and these lookups alone (the edges of a
+        unit every file that pulls it in asks for: modes.Chunker._derived)."""
+        found = self._derived.get(key, _MISSING)
+        return found if found is not _MISSING else self._cached(self._derived, key, compute)
 
     def resolve(self, kind: str, name: str, gid: int, qualifiers: tuple = (), context: tuple = ()):
         """The one definition (gid, uid) of `name` that file `gid` sees (see the module doc), or None.

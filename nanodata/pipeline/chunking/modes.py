@@ -135,14 +135,27 @@ class Chunker:
         calls = self.local_calls(f)
         return [(f, u) for u in topo_order(sorted(calls), calls)]
 
+    def _derived(self, what: str, compute, ref, root_file: int):
+        """compute(ref, root_file): `ref`'s edges. Those of a unit of another file than the root's depend on its
+        definition and the index alone: computed once per process, kept by the index's lookup (`derived`), as
+        every file that pulls the unit in asks again."""
+        if ref[0] == root_file or self.index.lookup is None:
+            return compute(ref, root_file)
+        return self.index.lookup.derived((what, ref), lambda: compute(ref, root_file))
+
+    def _calls_of(self, ref, root_file: int) -> list:
+        """Every definition `ref` calls, resolved uniquely in the index (the root's file's too)."""
+        found = self.index.bound(ref, "function")
+        if found is None:
+            found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
+        return [target for target in found if target is not None]
+
     def call_edges(self, ref, root_file: int) -> list:
         """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
         key = ("calls", root_file, ref)
         if key not in self._edges:
-            found = self.index.bound(ref, "function")
-            if found is None:
-                found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
-            self._edges[key] = [target for target in found if target is not None and target[0] != root_file]
+            found = self._derived("calls", self._calls_of, ref, root_file)
+            self._edges[key] = [target for target in found if target[0] != root_file]
         return self._edges[key]
 
     def external_calls(self, root) -> list:
@@ -156,30 +169,11 @@ class Chunker:
         as seen from each unit's file: the root file's own types first, then the index. Each definition is
         a node of its own, a specialization too: it comes after what it names where it can, and always
         after its bases and its primary template (a cycle of those is counted in stats, not hidden)."""
-        local = self.local_types(root_file)
-
         def resolve(ref) -> tuple[list, list]:
             """(every type ref names, those that must come first: bases, primary template)."""
             key = ("types", root_file, ref)
-            if key not in self._edges and self.index.unit(ref).usrs is not None:
-                self._edges[key] = self._bound_types(ref)
             if key not in self._edges:
-                unit = self.index.unit(ref)
-                out, required = [], []
-                for name in unit.types + ((unit.owner,) if unit.owner else ()):
-                    if ref[0] == root_file and name in local:
-                        targets = local[name]
-                    else:
-                        target = self.index.resolve("type", name, ref)
-                        targets = [target] if target is not None else []
-                    # `class D : B<int>` and `struct B<int>` need the template B, not its other specializations
-                    needs = name in unit.bases or unit.specialization and name == unit.name
-                    for target in targets:
-                        if target != ref:
-                            out.append(target)
-                            if needs and not self.index.unit(target).specialization:
-                                required.append(target)
-                self._edges[key] = out, required
+                self._edges[key] = self._derived("types", self._type_edges, ref, root_file)
             return self._edges[key]
 
         def closed(ref) -> frozenset:
@@ -200,6 +194,29 @@ class Chunker:
                 self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
             self._edges[key] = order
         return self._edges[key]  # the named types alone too
+
+    def _type_edges(self, ref, root_file: int) -> tuple[list, list]:
+        """needed_types' edges of a unit: (the types it names, resolved as seen from its file, the root's file's own
+        first; those that must come first: its bases and, for a specialization, its primary template)."""
+        unit = self.index.unit(ref)
+        if unit.usrs is not None:
+            return self._bound_types(ref)
+        local = self.local_types(root_file) if ref[0] == root_file else {}
+        out, required = [], []
+        for name in unit.types + ((unit.owner,) if unit.owner else ()):
+            if name in local:
+                targets = local[name]
+            else:
+                target = self.index.resolve("type", name, ref)
+                targets = [target] if target is not None else []
+            # `class D : B<int>` and `struct B<int>` need the template B, not its other specializations
+            needs = name in unit.bases or unit.specialization and name == unit.name
+            for target in targets:
+                if target != ref:
+                    out.append(target)
+                    if needs and not self.index.unit(target).specialization:
+                        required.append(target)
+        return out, required
 
     def _bound_types(self, ref) -> tuple[list, list]:
         """needed_types' edges of a unit its file's clang result binds: (the types it binds to, those that must
