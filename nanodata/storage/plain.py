@@ -15,9 +15,10 @@ Layout: MAGIC, the type's fingerprint (8 bytes), the JSON's length (8 bytes, lit
 `[value, [blob lengths], [shared tuples]]` (UTF-8, lone surrogates kept), then the blobs (every bytes value, in
 order).
 
-Reading: msgspec parses the JSON straight into the shape the type implies (a dataclass as an array-like msgspec
-Struct of its stored fields' shapes), checking every value's type in C as it goes; what is left to Python is making
-the dataclasses, reading plain values and blobs, and sharing the shared tuples (a converter's `post`).
+msgspec writes the JSON (json does when a string holds lone surrogates: not UTF-8, which msgspec keeps to) and reads
+it straight into the shape the type implies (a dataclass as an array-like msgspec Struct of its stored fields'
+shapes), checking every value's type in C as it goes; what is left to Python is making the dataclasses, reading
+plain values and blobs, and sharing the shared tuples (a converter's `post`). A float is finite (JSON has no NaN).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ MAGIC = b"npd1"
 HEADER = len(MAGIC) + 8 + 8
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_SET = frozenset(_SCALARS)
+_WRITTEN_AS_IS = frozenset((str, int, bool, type(None)))  # (a float is checked first: JSON has no NaN, no infinity)
 _LIST, _TWO = frozenset((list,)), frozenset((2,))
 _COUNT = typing.Annotated[int, msgspec.Meta(ge=0)]
-# json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once, not per value
+# json.dumps(..., ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once, not per value:
+# what writes a value holding lone surrogates, which msgspec (the writer otherwise) does not take
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -94,6 +97,12 @@ def _same(v, ctx):
     return v
 
 
+def _finite(v: float) -> float:
+    if v - v != 0.0:  # (NaN and the infinities alone)
+        raise ValueError(f"{v} is not JSON (plain data holds finite floats)")
+    return v
+
+
 class _Conv:
     """A type's encoder enc(value, blobs) -> JSON-able; `spec`: the type msgspec reads its JSON as (checked there),
     `post`: post(what msgspec read, context) -> value, or None when what msgspec read is the value; `exact`: the
@@ -109,14 +118,14 @@ class _Conv:
 
 
 def _scalar(kind: type) -> _Conv:
-    """A scalar of exactly `kind` (an int is not a bool; msgspec reads a float written as an int's digits, 1e16,
-    as a float)."""
-    conv = _Conv(kind.__name__, kind, kind)
+    """A scalar of exactly `kind` (an int is not a bool); a float is finite (msgspec reads one written as an int's
+    digits, 1e16, as a float)."""
+    conv = _Conv(kind.__name__, kind, None if kind is float else kind)
 
     def enc(v, blobs):
         if type(v) is not kind:
             raise TypeError(f"expected {kind.__name__}, got {type(v).__name__}: {v!r:.80}")
-        return v
+        return _finite(v) if kind is float else v
 
     conv.enc = enc
     return conv
@@ -239,10 +248,12 @@ def _dict_of_pairs(pairs: list, ctx) -> dict:
 
 # (a scalar item is taken in place, as the call for it would give it back: no call per item)
 
-def _enc_plain(v, blobs, _scalars=_SCALAR_SET.issuperset):
+def _enc_plain(v, blobs, _scalars=_WRITTEN_AS_IS.issuperset):
     t = type(v)
-    if t in _SCALAR_SET:
+    if t in _WRITTEN_AS_IS:
         return v
+    if t is float:
+        return _finite(v)
     if t is tuple:
         return list(v) if _scalars(map(type, v)) else _enc_items(v, blobs)
     if t is list:
@@ -258,7 +269,7 @@ def _enc_plain(v, blobs, _scalars=_SCALAR_SET.issuperset):
 
 
 def _enc_items(v, blobs) -> list:
-    return [x if type(x) in _SCALAR_SET else _enc_plain(x, blobs) for x in v]
+    return [x if type(x) in _WRITTEN_AS_IS else _enc_plain(x, blobs) for x in v]
 
 
 def _dec_plain(v, ctx, _scalars=_SCALAR_SET.issuperset):
@@ -325,7 +336,7 @@ def _dataclass(cls: type, fills: dict, names: list[str]) -> tuple[_Conv, list]:
     each stored field are appended to the returned list by the caller (after registering: types may recurse),
     and their shapes set on the converter's spec (an array-like msgspec Struct of those fields) then.
 
-    Encoding, fields of an exact scalar type (str, int, bool, float: a converter that only checks the type) are read
+    Encoding, fields of an exact scalar type (str, int, bool: a converter that only checks the type) are read
     and checked all at once, their values taken as they are; only the other fields' converters are called, in field
     order, so a value fails on the same field, with the same message, as one converter per field would make it."""
     spec = msgspec.defstruct(cls.__qualname__, [(name, object) for name in names], array_like=True,
@@ -479,8 +490,11 @@ class Codec:
 
     def encode(self, value) -> bytes:
         out = _Out()
-        top = self.root.enc(value, out)
-        body = _JSON.encode([top, [len(b) for b in out], out.shared]).encode("utf-8", "surrogatepass")
+        top = [self.root.enc(value, out), [len(b) for b in out], out.shared]
+        try:
+            body = msgspec.json.encode(top)
+        except UnicodeEncodeError:  # lone surrogates (a file's undecodable bytes, kept as surrogateescape)
+            body = _JSON.encode(top).encode("utf-8", "surrogatepass")
         return b"".join([MAGIC, self.fingerprint, len(body).to_bytes(8, "little"), body, *out])
 
     def decode(self, data: bytes | memoryview):

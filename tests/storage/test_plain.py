@@ -191,3 +191,13 @@ def test_values_checked_in_bulk_are_checked_as_each_one_alone():
     for bad in (("a", {1, 2}), ("a", (1, object())), ("a", {"k": {1}}), {"k": [1, {2}]}):
         with pytest.raises(TypeError):
             Codec(object).encode(bad)
+
+
+def test_a_float_json_cannot_hold_fails_loudly_and_lone_surrogates_travel():
+    for codec, value in ((Codec(float), float("nan")), (Codec(list[float]), [1.0, float("inf")]),
+                         (Codec(dict), {"ratio": -float("inf")}), (Codec(tuple), (0.5, (float("nan"),)))):
+        with pytest.raises(ValueError, match="not JSON"):
+            codec.encode(value)
+    texts = Codec(tuple[str, dict[str, float]])
+    value = ("\udcff\udc80 bytes that were not UTF-8", {"\udcfe": 1e16})
+    assert texts.decode(texts.encode(value)) == value

@@ -27,7 +27,6 @@ the index maps USR -> definition unit per project, and `resolve_usr` scopes a US
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import re
@@ -114,12 +113,12 @@ def qualification(unit) -> str:
 def definitions(fu) -> list[tuple]:
     """(kind, name, unit number, qualification, owner, bare unit (stored.BARE_UNIT), text) of each named
     function/type of a parsed file: what other files can pull in. The unit keeps what lookups need
-    (scope, tokens, names, and any field the chunker adds), not its segments nor its Part."""
+    (scope, tokens, names, and any field the chunker adds), not its segments nor its Part (BARE_UNIT leaves them
+    out)."""
     out = []
     for u, unit in enumerate(fu.units):
         if unit.kind in ("function", "type") and unit.name:
-            bare = dataclasses.replace(unit, segments=[], body=-1, start=0, end=0, part=None)
-            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, BARE_UNIT.encode(bare),
+            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, BARE_UNIT.encode(unit),
                         fu.text_of(unit)))
     return out
 

@@ -62,7 +62,9 @@ class Result:
 
 
 UNITS = Codec(FileUnits)
-BARE_UNIT = Codec(Unit)
+# a definition's unit as lookups need it: where it lies in its file left out, read back as nowhere (one empty list of
+# segments shared by every bare unit read: nothing changes a definition's segments)
+BARE_UNIT = Codec(Unit, omit={Unit: {"segments": [], "body": -1, "start": 0, "end": 0, "part": None}})
 RESULT = Codec(Result)
 SCHEMA = b"".join(c.fingerprint for c in (UNITS, BARE_UNIT, RESULT)).hex()
 
