@@ -366,12 +366,13 @@ class GlobalIndex:
         return None
 
     def _load(self, ref):
-        if ref not in self._units:
+        found = self._units.get(ref)  # (most calls are hits)
+        if found is None:
             if len(self._units) >= CACHE_ENTRIES:
                 self._units.clear()
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
-            self._units[ref] = (BARE_UNIT.decode(blob), text)
-        return self._units[ref]
+            found = self._units[ref] = (BARE_UNIT.decode(blob), text)
+        return found
 
     def unit(self, ref):
         return self._load(ref)[0]

@@ -29,7 +29,10 @@ def topo_order(nodes: Sequence, deps: Mapping, required: Mapping | None = None, 
     def counted(edges: Mapping) -> tuple[dict, dict]:
         waiting, dependents = dict.fromkeys(nodes, 0), {}
         for n in nodes:
-            for d in set(edges.get(n, ())):
+            targets = edges.get(n)
+            if not targets:  # (most nodes of `required` have none)
+                continue
+            for d in set(targets):
                 if d in position and d != n:
                     waiting[n] += 1
                     dependents.setdefault(d, []).append(n)

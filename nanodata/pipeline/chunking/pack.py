@@ -409,14 +409,20 @@ class Packer:
     _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
     _separators: dict = field(default_factory=dict)   # ref -> tokens SEPARATOR adds after its text
     _where: dict = field(default_factory=dict)   # ref -> where(ref)
+    _shapes: dict = field(default_factory=dict)   # ref -> shape(ref)
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
-        if len(ref) == 2:
-            unit = self.index.unit(ref)
-            return unit.scope, unit.tokens
-        fu, scope, segments, _ = self.node(ref)
-        return scope, sum(map(fu.tokens.__getitem__, segments))
+        found = self._shapes.get(ref)  # (asked for each time a doc is tried with it: most calls are hits)
+        if found is None:
+            if len(ref) == 2:
+                unit = self.index.unit(ref)
+                found = unit.scope, unit.tokens
+            else:
+                fu, scope, segments, _ = self.node(ref)
+                found = scope, sum(map(fu.tokens.__getitem__, segments))
+            self._shapes[ref] = found
+        return found
 
     def text(self, ref) -> str:
         if len(ref) == 2:
