@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # the chunker's output version: bump whenever what it makes of a file changes (docs, fidelity figures, signatures,
 # units, filters). It is in every cache key and in every build key (nanodata.jobs.inputs.build_key), so one bump
 # misses every entry and rebuilds every corpus.
-CHUNK_FORMAT = 5
+CHUNK_FORMAT = 6
 COUNTS = ("files_reused", "files_chunked", "bytes_reused", "bytes_chunked", "entries_rebuilt")
 
 
