@@ -48,7 +48,9 @@ MAGIC = b"nde2"
 HEADER = len(MAGIC) + 8 + MAC_BYTES
 PURPOSE = b"nanodata-entry"
 KEY_BYTES = 16
-KEY = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # a key as two big-endian words: sorts as its bytes do
+# a key as its 16 bytes: numpy sorts and searches them as memcmp orders them, ~15x faster than as a record of two
+# big-endian words (the same order)
+KEY = np.dtype(f"S{KEY_BYTES}")
 SWEEP_BATCH = 65_536  # entry names the sweep holds at a time
 # entries fetched ahead from gs:// (get_many): with a GET taking ~30 ms and ~0.5 ms of CPU, 64 in flight keep one
 # core busy; 10,000 entries then take ~5 s, not 10,000 round trips

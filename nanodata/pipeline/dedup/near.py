@@ -108,8 +108,9 @@ class SignatureSink:
     def close(self, partition: int) -> dict:
         """Write sigs.bin, names.txt, bands.bin; returns {"files", "band_offsets", "by_project"}."""
         sigs = np.zeros(len(self.records), dtype=SIG_DTYPE)
-        for i, (rank, size, start, length, signature) in enumerate(self.records):
-            sigs[i] = (rank, size, start, length, signature)
+        if self.records:  # a column at a time: a record at a time costs ~10x
+            for name, column in zip(SIG_DTYPE.names, zip(*self.records, strict=True), strict=True):
+                sigs[name] = np.stack(column) if name == "sig" else column
         keys = band_keys(sigs["sig"], self.bands, self.rows) if len(sigs) else np.zeros((0, self.bands), np.uint64)
         bands = np.zeros((self.bands, len(sigs)), dtype=BAND_DTYPE)
         bands["key"] = keys.T
