@@ -253,15 +253,20 @@ def _split_weighed(stream, first_cut: float, every: float, weigh):
 
 def _lines(stream):
     """A stream's lines, each with its newline (the last may have none), read a block at a time."""
-    rest = b""
+    pending: list[bytes] = []  # the pieces of the line the last blocks ended in
     while block := stream.read(READ_BLOCK):
-        lines = block.split(b"\n")
-        lines[0] = rest + lines[0]  # (the line the last block ended in: the block itself is not copied for it)
-        rest = lines.pop()
-        for line in lines:
-            yield line + b"\n"
-    if rest:
-        yield rest
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:  # each line sliced out once (split, then + b"\n": twice)
+            line = block[start:end + 1]
+            if pending:
+                pending.append(line)
+                line, pending = b"".join(pending), []
+            yield line
+            start = end + 1
+        if start < len(block):
+            pending.append(block[start:])
+    if pending:
+        yield b"".join(pending)
 
 
 # ---------------------------------------------------------------- project trees
