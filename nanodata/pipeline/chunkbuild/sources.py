@@ -114,7 +114,7 @@ _RECORD = msgspec.json.Decoder(_Record)  # ~3x json.loads on a record: the plan 
 def record_fields(raw: bytes, where: str):
     """A JSONL line's record: (text, its UTF-8 bytes, path, repo, license); a Problem for a line that is not one,
     None for a blank line."""
-    if not raw.strip():
+    if not raw or raw.isspace():  # (strip would copy the line)
         return None
     try:
         line = raw.decode("utf-8")
