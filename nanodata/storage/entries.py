@@ -3,7 +3,7 @@
 An entry is bytes under a 16-byte key (the caller's digest of everything that decides them). It is written whole
 (local: its own temp name, then a rename, never fsynced: one a power cut loses or tears is a miss; GCS: one upload)
 and read back only when its MAC holds: a keyed blake2b-256 (nanodata.storage.auth: the secret lives outside the
-store) over the entry's key, length and payload.
+store) over the entry's key, length and the payload's sha256 (as a staged file's seal covers its pieces' sha256).
 A missing, truncated or corrupt entry, one edited (even with a checksum recomputed), one copied to another key or
 one written with another secret is a miss the caller rebuilds (`get` says which), never bytes handed on. This is
 how build caches (Bazel's CAS, ccache) stay correct: a key names its output, a MAC guards where and what it is.
@@ -13,12 +13,14 @@ Retention: each successful build records the keys it used (`record_use`); `retai
 records and deletes every entry none of them names, unless it is younger than a grace period: builds sharing a
 store each retain at their end, and one still going has written entries it has not recorded yet. Layout under
 the root, with its own format version:
-  v2/entries/ab/<32 hex>   MAGIC, payload length (8 bytes, little-endian), MAC (32 bytes), payload
-  v2/used/<name>.keys      the sorted 16-byte keys one build used
+  v3/entries/ab/<32 hex>   MAGIC, payload length (8 bytes, little-endian), MAC (32 bytes), payload
+  v3/used/<name>.keys      the sorted 16-byte keys one build used
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import time
 
@@ -41,14 +43,17 @@ from nanodata.storage.uri import (
 
 log = logging.getLogger(__name__)
 
-# bump when the entry layout changes: a new version starts empty beside the old one. 2: a keyed MAC over key and
-# payload (1: an unkeyed checksum of the payload, and pickled payloads)
-STORE_FORMAT = 2
-MAGIC = b"nde2"
+# bump when the entry layout changes: a new version starts empty beside the old one. 3: the MAC over the payload's
+# sha256, not the payload (sha256 has CPU instructions: ~2.5x keyed blake2b's speed, on every entry a rebuild reads);
+# 2: a keyed MAC over key and payload; 1: an unkeyed checksum of the payload, and pickled payloads
+STORE_FORMAT = 3
+MAGIC = b"nde3"
 HEADER = len(MAGIC) + 8 + MAC_BYTES
 PURPOSE = b"nanodata-entry"
 KEY_BYTES = 16
-KEY = np.dtype([("hi", ">u8"), ("lo", ">u8")])  # a key as two big-endian words: sorts as its bytes do
+# a key as its 16 bytes: numpy sorts and searches them as memcmp orders them, ~15x faster than as a record of two
+# big-endian words (the same order)
+KEY = np.dtype(f"S{KEY_BYTES}")
 SWEEP_BATCH = 65_536  # entry names the sweep holds at a time
 # entries fetched ahead from gs:// (get_many): with a GET taking ~30 ms and ~0.5 ms of CPU, 64 in flight keep one
 # core busy; 10,000 entries then take ~5 s, not 10,000 round trips
@@ -72,7 +77,7 @@ class EntryStore:
         return self._secret
 
     def _mac(self, key: bytes, size: bytes, payload: bytes | memoryview) -> bytes:
-        return self.secret.mac(PURPOSE, key, size, payload)
+        return self.secret.mac(PURPOSE, key, size, hashlib.sha256(payload).digest())
 
     def _uri(self, key: bytes) -> str:
         name = key.hex()
@@ -91,8 +96,8 @@ class EntryStore:
         if view[:len(MAGIC)] != MAGIC or size != len(payload):
             log.warning("cache entry %s is corrupt or truncated (%d bytes): rebuilt", self._uri(key), len(data))
             return None, "corrupt"
-        if not self.secret.holds(bytes(view[len(MAGIC) + 8:HEADER]), PURPOSE, key, view[len(MAGIC):len(MAGIC) + 8],
-                                 payload):
+        if not hmac.compare_digest(bytes(view[len(MAGIC) + 8:HEADER]),
+                                   self._mac(key, view[len(MAGIC):len(MAGIC) + 8], payload)):
             log.warning("cache entry %s fails its MAC (edited, moved from another key, or written with another "
                         "secret): rebuilt", self._uri(key))
             return None, "forged"

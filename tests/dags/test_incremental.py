@@ -90,7 +90,7 @@ def test_corrupt_truncated_and_deleted_entries_are_rebuilt_and_the_corpus_is_unc
     src = _source(tmp_path / "src")
     dest = tmp_path / "dest"
     _build(src, dest, "basic", 256)
-    entries = sorted((dest / ".cache" / "v2" / "entries").rglob("*"))
+    entries = sorted((dest / ".cache" / "v3" / "entries").rglob("*"))
     entries = [p for p in entries if p.is_file() and b"int step_" not in p.read_bytes()]  # not steps.cpp's (below)
     data = bytearray(entries[0].read_bytes())
     data[-1] ^= 0xFF  # one bit flipped in the payload
@@ -155,7 +155,7 @@ def test_cleanup_keeps_the_entries_of_the_last_builds(tmp_path):
         assert cleaned["cache"]["builds_kept"] == min(night + 1, 2)
     # same.cpp's entry and the last two nights' files are kept; nights 0 and 1 are gone
     assert store.size()["entries"] == 3 and cleaned["cache"]["entries_deleted"] == 1
-    assert len(storage.list_names(f"{dest}/.cache/v2/used")) == 2
+    assert len(storage.list_names(f"{dest}/.cache/v3/used")) == 2
 
 
 def test_a_gcs_tree_is_reused_from_the_listing_without_reading_unchanged_files(tmp_path, gcs_bucket, monkeypatch):

@@ -278,7 +278,7 @@ def test_staging_is_kept_after_a_failure_and_removed_once_committed(source, tmp_
     other = {n: size for n, size in left.items() if n not in kept and not n.startswith((build + "report/", ".cache/"))}
     assert not other and not (dest / ".staging").exists(), other
     # the per-file cache stays for the next build, with the record of the keys this one used
-    assert [n for n in left if n.startswith(".cache/v2/used/")] and [n for n in left if n.startswith(".cache/v2/entries/")]
+    assert [n for n in left if n.startswith(".cache/v3/used/")] and [n for n in left if n.startswith(".cache/v3/entries/")]
 
 
 def test_gcs_source_with_compressed_input_builds_the_same_corpus(source, tmp_path, gcs_bucket):

@@ -24,7 +24,7 @@ def test_an_entry_is_read_back_only_when_it_is_whole(tmp_path):
     assert store.get(_key(0)) == (None, "miss")
     store.put(_key(0), b"payload" * 100)
     assert store.get(_key(0)) == (b"payload" * 100, "hit")
-    path = tmp_path / "v2" / "entries" / _key(0).hex()[:2] / _key(0).hex()
+    path = tmp_path / "v3" / "entries" / _key(0).hex()[:2] / _key(0).hex()
     whole = path.read_bytes()
     for broken in (whole[:-1], whole[:10], b"", b"nde1" + whole[4:], whole + b"x"):
         path.write_bytes(broken)
@@ -36,7 +36,7 @@ def test_an_entry_is_read_back_only_when_it_is_whole(tmp_path):
 
 
 def _path(root, key: bytes):
-    return root / "v2" / "entries" / key.hex()[:2] / key.hex()
+    return root / "v3" / "entries" / key.hex()[:2] / key.hex()
 
 
 def test_an_entry_copied_to_another_key_is_a_miss(tmp_path):
@@ -89,7 +89,7 @@ def test_writers_racing_on_one_key_leave_a_whole_entry(tmp_path):
         p.join()
         assert p.exitcode == 0
     assert EntryStore(str(tmp_path)).get(_key(7)) == (b"same bytes " * 5000, "hit")
-    assert [p.name for p in (tmp_path / "v2" / "entries").rglob("*") if p.is_file()] == [_key(7).hex()]
+    assert [p.name for p in (tmp_path / "v3" / "entries").rglob("*") if p.is_file()] == [_key(7).hex()]
 
 
 WRITER = """
@@ -112,7 +112,7 @@ def test_a_killed_writer_leaves_no_entry_a_reader_trusts(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     store = EntryStore(str(tmp_path))
-    files = [p for p in (tmp_path / "v2" / "entries").rglob("*") if p.is_file()]
+    files = [p for p in (tmp_path / "v3" / "entries").rglob("*") if p.is_file()]
     named = [p for p in files if not p.name.endswith(".tmp")]
     assert len(named) > 3
     for path in named:  # every file under an entry's name is whole

@@ -94,7 +94,7 @@ def test_a_killed_run_leaves_no_entry_a_later_run_trusts(tmp_path):
     proc = subprocess.Popen(args + ["--output", str(tmp_path / "killed.jsonl"), "--workers", "2"],
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    entries = cache / "v2" / "entries"
+    entries = cache / "v3" / "entries"
     while time.monotonic() < deadline and sum(1 for p in entries.rglob("*") if p.is_file()) < 20:
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
@@ -132,13 +132,13 @@ class Touch:
 
 
 def _entries(cache: Path) -> list[Path]:
-    return sorted(p for p in (cache / "v2" / "entries").rglob("*") if p.is_file())
+    return sorted(p for p in (cache / "v3" / "entries").rglob("*") if p.is_file())
 
 
 def _entry(key: bytes, payload: bytes, secret) -> bytes:
     """An entry as the store lays it out, its MAC made with `secret` (an attacker's: not the run's)."""
     size = len(payload).to_bytes(8, "little")
-    return entries.MAGIC + size + secret.mac(entries.PURPOSE, key, size, payload) + payload
+    return entries.MAGIC + size + secret.mac(entries.PURPOSE, key, size, hashlib.sha256(payload).digest()) + payload
 
 
 @pytest.mark.parametrize("mode", ["basic", "compilable"])
@@ -189,7 +189,7 @@ def test_an_entry_edited_with_its_checksum_recomputed_is_a_miss(tmp_path, source
     payload = data[entries.HEADER:].replace(b"namespace std", b"namespace evl", 1)  # same length: still decodes
     size = len(payload).to_bytes(8, "little")
     for checksum in (hashlib.blake2b(payload, digest_size=32).digest(),  # unkeyed, as anyone can recompute
-                     load_secret("an attacker's guess at the secret").mac(entries.PURPOSE, key, size, payload)):
+                     _entry(key, payload, load_secret("an attacker's guess at the secret"))[entries.HEADER - 32:entries.HEADER]):
         path.write_bytes(entries.MAGIC + size + checksum + payload)
         again = _run(tmp_path / "two.jsonl", source, cache=cache)
         assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "ref.jsonl").read_bytes()

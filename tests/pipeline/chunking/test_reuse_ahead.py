@@ -53,7 +53,7 @@ def _chunk_pass(items: list, out: Path, cache: str | None, workers: int = 1, win
 
 
 def _entry_uris(cache: str) -> list[str]:
-    root = join_uri(cache, "v2", "entries")
+    root = join_uri(cache, "v3", "entries")
     return [join_uri(root, name) for name, _ in iter_sizes(root)]
 
 
