@@ -66,6 +66,7 @@ class EntryStore:
     user's, nanodata.storage.auth.load_secret, loaded on first use). Retention and sizes need none."""
 
     def __init__(self, root: str, secret: Secret | str | None = None):
+        self.base = root
         self.root = join_uri(root, f"v{STORE_FORMAT}")
         self._secret = secret if isinstance(secret, Secret) else None
         self._given = secret
@@ -176,10 +177,28 @@ class EntryStore:
             if len(batch) >= SWEEP_BATCH:
                 sweep()
         sweep()
+        totals["earlier_formats_deleted"] = self._sweep_earlier_formats(cutoff)
         log.info("cache %s: kept %d entries (%d bytes) used by the last %d builds or younger than %g hours, "
                  "deleted %d", self.root, totals["entries"], totals["bytes"], len(kept), grace_hours,
                  totals["entries_deleted"])
         return totals
+
+    def _sweep_earlier_formats(self, cutoff: float) -> int:
+        """Delete the files of the store's earlier formats (v1 .. v{STORE_FORMAT - 1}: never read by this version,
+        so never named by its records) once older than the cutoff: a build of the older version sharing the store
+        may still be going. Streamed in batches, as the sweep of entries is."""
+        deleted = 0
+        for version in range(1, STORE_FORMAT):
+            old = join_uri(self.base, f"v{version}")
+            batch: list[str] = []
+            for name, _, modified in iter_stats(old):
+                if modified <= cutoff:
+                    batch.append(join_uri(old, name))
+                if len(batch) >= SWEEP_BATCH:
+                    deleted += delete_files(batch)
+                    batch = []
+            deleted += delete_files(batch)
+        return deleted
 
     def size(self) -> dict:
         """{"entries", "bytes"} of the store as it is now (one listing)."""

@@ -74,6 +74,20 @@ def test_entries_of_the_pickled_format_are_not_read(tmp_path):
     assert EntryStore(str(tmp_path)).get(_key(0)) == (None, "miss")
 
 
+def test_retention_deletes_earlier_formats_once_past_the_grace_period(tmp_path):
+    store = EntryStore(str(tmp_path))
+    store.put(_key(0), b"current")
+    store.record_use("1", _key(0))
+    old, young = tmp_path / "v1" / "entries" / "ab" / "old", tmp_path / "v2" / "used" / "young.keys"
+    for path in (old, young):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"an earlier format's file")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    result = store.retain(1, grace_hours=1)  # a build of the older version may still be writing the young one
+    assert result["earlier_formats_deleted"] == 1 and not old.exists() and young.exists()
+    assert store.get(_key(0)) == (b"current", "hit")
+
+
 def _write_many(root: str, start: int) -> None:
     store = EntryStore(root)
     for _ in range(200):
@@ -132,7 +146,7 @@ def test_retention_keeps_what_the_last_records_name(tmp_path):
     store.record_use("20260103-c", _key(3))
     result = store.retain(2, grace_hours=0)
     assert result == {"builds_kept": 2, "records_deleted": 1, "entries": 3, "bytes": result["bytes"],
-                      "entries_deleted": 3}
+                      "entries_deleted": 3, "earlier_formats_deleted": 0}
     assert [store.get(_key(i))[1] for i in range(6)] == ["miss", "hit", "hit", "hit", "miss", "miss"]
     assert store.retain(0, grace_hours=0)["entries"] == 0 and store.size() == {"entries": 0, "bytes": 0}
 
