@@ -304,9 +304,11 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
     """
     lines = []
     for line in text.splitlines(keepends=True):
-        too_long = len(line.encode("utf-8")) > limit and counter.count(line) > limit  # a token is >= 1 byte
+        # a token is >= 1 byte, a character <= 4: only a line of over limit/4 characters is measured, then counted
+        too_long = 4 * len(line) > limit and len(line.encode("utf-8")) > limit and counter.count(line) > limit
         lines.extend(_cut_line(line, limit, counter) if too_long else [line])
-    line_ends = np.cumsum([len(line.encode("utf-8")) for line in lines])
+    sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
+    line_ends = np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(lines)))
     tokens_at = np.searchsorted(counter.token_ends(text), line_ends, side="right")  # tokens ending by each cut
     depths = line_depths(lines)
     pieces, start = [], 0
