@@ -35,12 +35,14 @@ _FLAGS = re.VERBOSE | re.DOTALL
 _STRIP = re.compile(rf"{_SKIP} | {_DIRECTIVE}", _FLAGS)  # balanced splits the text at these, line_depths walks them
 _BY_LINE = re.compile(rf"{_SKIP} | \n[ \t]*{_DIRECTIVE}", _FLAGS)
 _DIRECTIVE_GROUP = _STRIP.groupindex["directive"]
+_SKIP_START = re.compile(r"[/\"'#]")   # a character every match of _STRIP (or _BY_LINE) holds: without one, none
 _NOT_BRACKETS = re.compile(r"[^{}()]+")
 _ONLY_BRACKETS = {c: None for c in range(128) if chr(c) not in "{}()"}   # str.translate: drops other ASCII
 OPEN_IF = ("if", "ifdef", "ifndef")
 _BRANCH = ("else", "elif", "elifdef", "elifndef")
 _BRACKET_KIND = np.zeros(128, dtype=np.int8)   # by code point (all others: the last, 0): { 1, } 2, ( 3, ) 4
 _BRACKET_KIND[[ord(c) for c in "{}()"]] = [1, 2, 3, 4]
+_BRACKET_BYTES = _BRACKET_KIND.tobytes() + bytes(128)   # the same, as a bytes.translate table
 
 
 def line_depths(lines: list[str]) -> list[int | None]:
@@ -68,9 +70,11 @@ def line_arrays(lines: list[str]) -> tuple[np.ndarray, np.ndarray, list[tuple[in
     skipped, counted_to, directives = _skipped(text)
     spans = np.array(skipped, dtype=np.int64).reshape(-1, 2)
     starts, stops = np.sort(spans[:, 0]), np.sort(spans[:, 1])
-    codes = (np.frombuffer(text.encode("ascii"), dtype=np.uint8) if text.isascii() else  # (one byte a character)
-             np.minimum(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32), len(_BRACKET_KIND) - 1))
-    kinds = _BRACKET_KIND[codes]
+    if text.isascii():  # one byte a character, its kind by a C-speed table lookup (no numpy index per character)
+        kinds = np.frombuffer(text.encode("ascii").translate(_BRACKET_BYTES), dtype=np.int8)
+    else:
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        kinds = _BRACKET_KIND[np.minimum(codes, len(_BRACKET_KIND) - 1)]
     at = np.flatnonzero(kinds)
     # a bracket counts when fewer skipped spans start at or before it than end at or before it (spans nest)
     at = at[(np.searchsorted(starts, at, side="right") == np.searchsorted(stops, at, side="right")) & (at < counted_to)]
@@ -135,9 +139,13 @@ def _counted_code(text: str, pattern: re.Pattern = _STRIP) -> str:
     """The code of `text` whose brackets count: no comments, literals, directives or later branches.
     One C-speed split does the lexing (no per-match replacement, which Python 3.11 expands in Python);
     only the directives are then read one by one, to follow their branches."""
+    if _SKIP_START.search(text) is None:  # (most units the tree check lexes: nothing to skip, nothing to split)
+        return text
     fields = pattern.split("\n" + text)   # code, then per match its groups (None if unmatched), code, ...
     step = pattern.groups + 1
     codes, names = fields[::step], fields[_DIRECTIVE_GROUP::step]   # names: None for a comment or literal
+    if names.count(None) == len(names):  # no directive (a C-speed scan): no branch to follow
+        return "".join(codes)
     found = [i for i, name in enumerate(names) if name is not None]
     if pattern is _STRIP and not all(codes[i].rstrip(" \t").endswith("\n") for i in found):  # (see _STRIP)
         return _counted_code(text, _BY_LINE)

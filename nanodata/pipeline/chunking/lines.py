@@ -4,6 +4,8 @@ to one of them)."""
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 
@@ -25,38 +27,35 @@ def _line_texts(data: bytes, spans: list[tuple[int, int]], closers: dict[int, in
     """
     braces = set(closers) | set(closers.values())
     texts = [""] * len(spans)
-    group: list[int] = []
-    group_start = 0
-
-    def flush(next_start: int) -> None:
-        if not group:
-            return
-        owner = group[0]
-        if len(group) > 1:  # (most groups are one segment)
-            members = set(group)
-            whole = any(closers[i] in members for i in members if i in closers)
-            prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
-            owner = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
-        text = data[group_start:next_start].decode("utf-8")
-        texts[owner] = text if text.endswith("\n") else text + "\n"
-
-    order = sorted(range(len(spans)), key=spans.__getitem__)
+    if not spans:
+        return texts, []
+    table = np.fromiter(chain.from_iterable(spans), dtype=np.int64, count=2 * len(spans)).reshape(-1, 2)
+    order_array = np.lexsort((table[:, 1], table[:, 0]))   # by (start, end), ties in segment order: a stable sort
+    order = order_array.tolist()
     # the lines each span touches, looked up among the file's newlines at once (a search from each span would
     # rescan a long line once per node on it: quadratic on a minified file)
     newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
     around = np.concatenate(([-1], newlines, [len(data) - 1]))  # a newline before the file and one at its end
-    bounds = np.array([spans[i] for i in order], dtype=np.int64).reshape(-1, 2)
-    line_starts = (around[np.searchsorted(newlines, bounds[:, 0])] + 1).tolist()  # after the last newline before
-    line_ends = (around[np.searchsorted(newlines, bounds[:, 1] - 1) + 1] + 1).tolist()  # after the first at/after
-    group_end = 0
-    for i, line_start, line_end in zip(order, line_starts, line_ends, strict=True):
-        if group and line_start < group_end:
-            group.append(i)
-            group_end = max(group_end, line_end)
-        else:
-            if group:
-                flush(line_start)
-                group_start = line_start
-            group, group_end = [i], line_end
-    flush(len(data))
+    bounds = table[order_array]
+    line_starts = around[np.searchsorted(newlines, bounds[:, 0])] + 1  # after the last newline before
+    line_ends = around[np.searchsorted(newlines, bounds[:, 1] - 1) + 1] + 1  # after the first at/after
+    # a segment starts a group when it starts at or after the end of every line an earlier one touches (the groups'
+    # running end, found at once: no loop over the segments)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = line_starts[1:] >= np.maximum.accumulate(line_ends)[:-1]
+    heads = np.flatnonzero(first)
+    stops = [*heads[1:].tolist(), len(order)]
+    cuts = [0, *line_starts[heads[1:]].tolist(), len(data)]  # a group's text: its first line up to the next group's
+    owners = [order[k] for k in heads.tolist()]
+    for g in np.flatnonzero(stops - heads > 1).tolist():  # (most groups are one segment)
+        group = order[heads[g]:stops[g]]
+        members = set(group)
+        whole = any(closers[i] in members for i in members if i in closers)
+        prefer = (lambda i: i not in braces) if whole else (lambda i: i in braces)
+        owners[g] = max(group, key=lambda i: (prefer(i), spans[i][1] - spans[i][0]))  # first of the widest
+    source = data.decode("ascii") if data.isascii() else None  # (ASCII: its byte offsets are its characters')
+    for owner, start, end in zip(owners, cuts, cuts[1:], strict=False):
+        texts[owner] = source[start:end] if source is not None else data[start:end].decode("utf-8")
+    if not texts[owners[-1]].endswith("\n"):
+        texts[owners[-1]] += "\n"
     return texts, order

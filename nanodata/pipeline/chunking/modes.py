@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from nanodata.pipeline.chunking.fidelity import EXAMPLES, EXAMPLES_KEPT
 from nanodata.pipeline.chunking.graphs import callees_in_file, reachable, topo_order
-from nanodata.pipeline.chunking.pack import Counter, Doc, Packer, least_tokens
+from nanodata.pipeline.chunking.pack import Counter, Doc, Packer
 from nanodata.pipeline.chunking.units import FileUnits
-
-WHOLE_STEP = 4       # characters per token: a file longer than the budget's worth of them may be ruled out by its runs
 
 
 def as_doc(text: str) -> str:
@@ -29,15 +27,12 @@ def as_doc(text: str) -> str:
 def whole_file(text: str, counter: Counter, budget: int) -> Doc | None:
     """Basic mode: a file that fits the budget is one doc, the file as read (kind "file", no source yet), else None
     (a file of nothing but whitespace too: it makes no doc). Decided before any parse: the pipeline tokenizes a
-    fitting file once and emits it. A file with more runs of letters, digits or punctuation (a lower bound on
-    tokens) than the budget in its first few budgets' worth of characters is ruled out before any tokenizing
-    (pack.least_tokens); any other is tokenized whole, once: one that does not fit is parsed next, and its segments,
-    which tile it, are priced off this same encoding (pack.Counter.token_ends keeps the last one)."""
+    fitting file once and emits it. Every file is tokenized whole, once, even one far over budget: that one is
+    parsed next, and its segments, which tile it, are priced off this same encoding (pack.Counter.token_ends keeps
+    the last one), so no pretest could spare it the tokenizing."""
     if not text.strip():
         return None
     doc = as_doc(text)
-    if len(doc) > WHOLE_STEP * (budget + 1) and least_tokens(doc, 3 * WHOLE_STEP * (budget + 1)) > budget:
-        return None  # more runs than the budget: no tokenizing needed to tell
     tokens = len(counter.token_ends(doc))
     return Doc(doc, tokens, "file", "", lines=(1, doc.count("\n"))) if tokens <= budget else None
 

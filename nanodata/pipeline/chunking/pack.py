@@ -9,9 +9,9 @@ to: it fills docs greedily within the budget and splits a unit too large for any
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 
 import numpy as np
 
@@ -26,43 +26,6 @@ _PROBE_SEGMENTS = ["}\n", "int x = 1;\n", "// note é\n", "#include <a/b.h>\n", 
                    "return x\n", "'c'\n", "42\n", "x->y(z);\n", "template<typename T>\nstruct S {\n  T t;\n};\n",
                    "\"str\"\n", "_x\n", "#endif\n", "::f();\n", "—\n", "    int y;\n", "\tcall();\n", "  };\n", "x = 1;   \n", "y();\r\n",
                    "  // indented comment\n", "}\n\n", "x;\n  \n\t\n", "{\n\n\n"]
-
-
-# A lower bound on a text's tokens, counted without tokenizing: its *runs*, no two of which a token holds. A split
-# pattern we accept (checked by _check_additive on _PROBE_RUNS) keeps apart runs of letters, runs of digits, runs of
-# other non-space characters ("marks") and spaces. It may join one mark to the word right after it (`(x`, `.y` are
-# one pre-token), and a word right after an apostrophe to it (`'s`, `'ll`: contractions), so those are not counted.
-# In ASCII text (TOKEN_RUN, as a pattern; counted with numpy, no string per run):
-TOKEN_RUN = re.compile(r"(?<![A-Za-z'])[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]{2,}|[^\sA-Za-z0-9](?![A-Za-z])", re.ASCII)
-# In other text only words count, a run of ASCII letters between ASCII non-letters (a non-ASCII letter may join it).
-WORD = re.compile(r"(?<![^\x00-\x7f])[A-Za-z]+(?![^\x00-\x7f])")
-_PROBE_RUNS = ["a_b c.d e1f g'h it's x'll", "x+=y->z::w", "  int main() {\n", "é a b", "URL_http://x.y/z?q=1",
-               "std::vector<int> v{1, 2}; // (c) 0x1F 1e-5 i++ --j x<<=2;", "((a)) [[b]] #include <a/b.h>",
-               "\"str\" 'c' '\\n' $x @y `z` ~w !v"]
-
-
-def least_tokens(text: str, stop: int) -> int:
-    """The runs of text[:stop] (see TOKEN_RUN): a lower bound on its tokens. In ASCII text, counted where a run of
-    letters, digits or marks starts, less those TOKEN_RUN leaves out (a word after an apostrophe, one mark before
-    a word); in other text, its words (WORD)."""
-    head = text[:stop]
-    if not head.isascii():
-        return len(WORD.findall(head))
-    codes = np.frombuffer(head.encode("ascii"), dtype=np.uint8)
-    letter = (codes | np.uint8(0x20)) - np.uint8(ord("a")) < 26  # (uint8: below `a` wraps round, past 25)
-    digit = codes - np.uint8(ord("0")) < 10
-    mark = ~(letter | digit | (codes == ord(" ")) | (codes - np.uint8(9) < 5))   # 9-13: tab, newlines, VT, FF
-
-    def before(m: np.ndarray) -> np.ndarray:   # m at the character before
-        return np.concatenate(([False], m[:-1]))
-
-    def after(m: np.ndarray) -> np.ndarray:   # m at the character after
-        return np.concatenate((m[1:], [False]))
-
-    words = letter & ~before(letter) & ~before(codes == ord("'"))
-    marks = mark & ~before(mark)
-    lone = marks & ~after(mark) & after(letter)
-    return sum(int(np.count_nonzero(m)) for m in (words, digit & ~before(digit), marks)) - int(np.count_nonzero(lone))
 
 
 class Counter:
@@ -128,11 +91,7 @@ def counter_for(spec: str) -> Counter:
 
 
 def _check_additive(counter: Counter, name: str) -> None:
-    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries, or runs (TOKEN_RUN)."""
-    for text in _PROBE_RUNS:
-        if counter.count(text) < least_tokens(text, len(text)):
-            raise NanodataError(f"--tokenizer {name}: its split pattern merges words or punctuation ({text!r}), so a "
-                                f"file's runs do not bound its tokens")
+    """Refuse tokenizers whose split pattern would merge tokens across segment boundaries."""
     for a in _PROBE_SEGMENTS:
         for b in _PROBE_SEGMENTS:
             if counter.count(a + b) != counter.count(a) + counter.count(b):
@@ -176,7 +135,10 @@ def scope_transition(old: tuple, new: tuple) -> tuple[int, int]:
 
 
 def closing_cost(scope: tuple) -> int:
-    return sum(entry[3] for entry in scope)
+    return sum(map(_CLOSE_TOKENS, scope)) if scope else 0
+
+
+_CLOSE_TOKENS = itemgetter(3)   # a scope entry's closing tokens
 
 
 @dataclass
@@ -235,21 +197,23 @@ class DocBuilder:
         if separator is not None:
             self.pieces.append(SEPARATOR)
             self.tokens += separator
-        common, transition = self.transition(scope)
         old = self.scope
-        if scope is not old and common < min(len(old), len(scope)) and _advances(old[common], scope[common]):
-            self._close(old[common + 1:])
-            self._open(scope[common][5][len(old[common][4]):], file)
-            common += 1
-        else:
-            self._close(old[common:])
-        for entry in scope[common:]:
-            self._open(entry[5], file)
+        if scope is not old:  # (most units share the scope of the one before: nothing to close or open)
+            common, transition = scope_transition(old, scope)
+            if common < min(len(old), len(scope)) and _advances(old[common], scope[common]):
+                self._close(old[common + 1:])
+                self._open(scope[common][5][len(old[common][4]):], file)
+                common += 1
+            else:
+                self._close(old[common:])
+            for entry in scope[common:]:
+                self._open(entry[5], file)
+            self.tokens += transition
+            self.scope = scope
         self.pieces.append(text)
         self.file = file
         self._mark(True, lines)
-        self.tokens += transition + tokens
-        self.scope = scope
+        self.tokens += tokens
         self.n_units += bool(text) or lines is not None  # (a member without text adds no line: alone, no doc)
 
     def finish(self, kind: str, source: str, cut: bool = False) -> Doc:
@@ -340,9 +304,11 @@ def split_text(text: str, limit: int, counter: Counter) -> list[tuple[str, int]]
     """
     lines = []
     for line in text.splitlines(keepends=True):
-        too_long = len(line.encode("utf-8")) > limit and counter.count(line) > limit  # a token is >= 1 byte
+        # a token is >= 1 byte, a character <= 4: only a line of over limit/4 characters is measured, then counted
+        too_long = 4 * len(line) > limit and len(line.encode("utf-8")) > limit and counter.count(line) > limit
         lines.extend(_cut_line(line, limit, counter) if too_long else [line])
-    line_ends = np.cumsum([len(line.encode("utf-8")) for line in lines])
+    sizes = map(len, lines) if text.isascii() else (len(line.encode("utf-8")) for line in lines)  # in bytes
+    line_ends = np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(lines)))
     tokens_at = np.searchsorted(counter.token_ends(text), line_ends, side="right")  # tokens ending by each cut
     depths = line_depths(lines)
     pieces, start = [], 0

@@ -12,7 +12,7 @@ from nanodata.pipeline.chunking.units import FileUnits
 
 def parse_units(text: str, count_batch, with_references: bool = True, split_bytes: int = 0) -> FileUnits:
     """Parse `text`; `count_batch(list[str]) -> list[int]` counts tokens of every segment once.
-    Without references, units carry no names, calls nor types (all basic mode needs). Nodes of more
+    Without references, units carry no names, calls nor types, and the file no includes (all basic mode needs). Nodes of more
     than `split_bytes` bytes are laid out as Parts (the chunker passes its budget's worth)."""
     data = text.encode("utf-8")
     tree = parse_tree(data)
@@ -20,7 +20,7 @@ def parse_units(text: str, count_batch, with_references: bool = True, split_byte
     # a unit recovered from a parse error that does not balance alone: the tree need not be walked
     fallback = root.has_error and not all(_balances_alone(data, *span) for span in _recovered(root.children))
     if fallback:
-        includes = _includes(root)
+        includes = _includes(root) if with_references else []
     else:
         builder = _Builder(data, with_references, split_bytes)
         builder.walk(root.children, ())

@@ -256,7 +256,7 @@ class _Builder:
         kind, name, owner = classify(node, self.named)
         if kind == "preamble" and any(key not in self.conditional_keys for key in scope):
             kind = "decl"  # declarations inside a namespace stay in their namespace
-        path = _include_path(node)
+        path = _include_path(node) if self.named else None
         if path is not None:
             self.includes.append(path)
         leading = self.pending
