@@ -20,7 +20,6 @@ the root, with its own format version:
 from __future__ import annotations
 
 import hashlib
-import hmac
 import logging
 import time
 
@@ -77,8 +76,10 @@ class EntryStore:
             self._secret = load_secret(self._given)
         return self._secret
 
-    def _mac(self, key: bytes, size: bytes, payload: bytes | memoryview) -> bytes:
-        return self.secret.mac(PURPOSE, key, size, hashlib.sha256(payload).digest())
+    @staticmethod
+    def _signed(key: bytes, size: bytes, payload: bytes | memoryview) -> tuple:
+        """What an entry's MAC covers: its key, its length and its payload's sha256."""
+        return key, size, hashlib.sha256(payload).digest()
 
     def _uri(self, key: bytes) -> str:
         name = key.hex()
@@ -97,8 +98,8 @@ class EntryStore:
         if view[:len(MAGIC)] != MAGIC or size != len(payload):
             log.warning("cache entry %s is corrupt or truncated (%d bytes): rebuilt", self._uri(key), len(data))
             return None, "corrupt"
-        if not hmac.compare_digest(bytes(view[len(MAGIC) + 8:HEADER]),
-                                   self._mac(key, view[len(MAGIC):len(MAGIC) + 8], payload)):
+        if not self.secret.holds(bytes(view[len(MAGIC) + 8:HEADER]), PURPOSE,
+                                 *self._signed(key, view[len(MAGIC):len(MAGIC) + 8], payload)):
             log.warning("cache entry %s fails its MAC (edited, moved from another key, or written with another "
                         "secret): rebuilt", self._uri(key))
             return None, "forged"
@@ -121,7 +122,7 @@ class EntryStore:
         """Write an entry whole (replacing a corrupt one); returns its size. Writers racing on one key write equal
         bytes, each through its own temp name."""
         size = len(payload).to_bytes(8, "little")
-        data = b"".join((MAGIC, size, self._mac(key, size, payload), payload))
+        data = b"".join((MAGIC, size, self.secret.mac(PURPOSE, *self._signed(key, size, payload)), payload))
         uri = self._uri(key)
         if is_gcs(uri):
             write_bytes(uri, data)

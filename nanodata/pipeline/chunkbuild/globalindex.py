@@ -306,11 +306,12 @@ class GlobalIndex:
 
     @staticmethod
     def _cached(cache: dict, key, compute):
-        if key not in cache:
+        found = cache.get(key, _MISSING)  # (one lookup: most calls are hits)
+        if found is _MISSING:
             if len(cache) >= CACHE_ENTRIES:
                 cache.clear()
-            cache[key] = compute()
-        return cache[key]
+            found = cache[key] = compute()
+        return found
 
     def view(self, gid: int) -> tuple[str, tuple]:
         """(the file's project, the other projects whose headers it includes)."""
@@ -329,16 +330,14 @@ class GlobalIndex:
     def derived(self, key, compute):
         """compute() once per key: what a chunker derives from a definition and these lookups alone (the edges of a
         unit every file that pulls it in asks for: modes.Chunker._derived)."""
-        found = self._derived.get(key, _MISSING)
-        return found if found is not _MISSING else self._cached(self._derived, key, compute)
+        return self._cached(self._derived, key, compute)
 
     def resolve(self, kind: str, name: str, gid: int, qualifiers: tuple = (), context: tuple = ()):
         """The one definition (gid, uid) of `name` that file `gid` sees (see the module doc), or None.
         qualifiers: the use's scopes when always qualified; context: the classes the use sits in."""
         view = self._views.get(gid) or self.view(gid)  # (dict lookups first: most calls are hits)
         key = (view, kind, name, qualifiers, context)
-        found = self._resolved.get(key, _MISSING)
-        return found if found is not _MISSING else self._cached(self._resolved, key, lambda: self._resolve(*key))
+        return self._cached(self._resolved, key, lambda: self._resolve(*key))
 
     def _resolve(self, view: tuple, kind: str, name: str, qualifiers: tuple, context: tuple):
         project, deps = view
@@ -366,13 +365,10 @@ class GlobalIndex:
         return None
 
     def _load(self, ref):
-        found = self._units.get(ref)  # (most calls are hits)
-        if found is None:
-            if len(self._units) >= CACHE_ENTRIES:
-                self._units.clear()
+        def compute():
             blob, text = self.db.execute("SELECT unit, text FROM units WHERE gid = ? AND uid = ?", ref).fetchone()
-            found = self._units[ref] = (BARE_UNIT.decode(blob), text)
-        return found
+            return BARE_UNIT.decode(blob), text
+        return self._cached(self._units, ref, compute)
 
     def unit(self, ref):
         return self._load(ref)[0]
