@@ -88,7 +88,17 @@ class Chunker:
         self.packer = Packer(budget, counter, index, separate=mode != "basic")
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
-        self._edges: dict[tuple, object] = {}  # (what, root file, ref) -> call / type edges, closures, orders
+        # per unit (file, unit), as seen from the root's file: what it calls outside that file (call_edges), what it
+        # calls (_callees), (the types it names, those that must come first) (_types_of), every type it reaches
+        # (_closure), the types it names closed (_named)
+        self._call_edges: dict = {}
+        self._callees_of: dict = {}
+        self._type_edges_of: dict = {}
+        self._closures: dict = {}
+        self._named: dict = {}
+        self._orders: dict = {}   # a set of types -> in dependency order (roots that name the same types share it)
+        self._checked: set = set()   # types known to lie on a cycle of bases / primary templates, or not (_cyclic)
+        self._cyclic: set = set()
         self.type_cycles: dict = {}   # type placed before a base or primary template (a cycle of those) -> why
 
     def local_calls(self, f: int) -> dict:
@@ -147,48 +157,73 @@ class Chunker:
 
     def call_edges(self, ref, root_file: int) -> list:
         """Definitions `ref` calls outside the root's file, resolved uniquely in the index."""
-        key = ("calls", root_file, ref)
-        if key not in self._edges:
-            found = self._derived("calls", self._calls_of, ref, root_file)
-            self._edges[key] = [target for target in found if target[0] != root_file]
-        return self._edges[key]
+        found = self._call_edges.get(ref)
+        if found is None:
+            calls = self._derived("calls", self._calls_of, ref, root_file)
+            found = self._call_edges[ref] = [target for target in calls if target[0] != root_file]
+        return found
 
     def external_calls(self, root) -> list:
         """Breadth-first cross-file dependencies of `root` (nearest first), --cross-depth levels."""
-        return reachable([root], _LazyEdges(lambda ref: self.call_edges(ref, root[0])), self.cross_depth)
+        return reachable([root], _EdgesOf(lambda ref: self.call_edges(ref, root[0])), self.cross_depth)
 
     # -- compilable ---------------------------------------------------------------------------
 
-    def needed_types(self, functions: list, closure: bool, root_file: int) -> list:
+    def needed_types(self, functions: list, closure: bool, root_file: int) -> frozenset:
         """Type definitions the functions name (and, with closure, the types those types name), resolved
         as seen from each unit's file: the root file's own types first, then the index. Each definition is
-        a node of its own, a specialization too: it comes after what it names where it can, and always
-        after its bases and its primary template (a cycle of those is counted in stats, not hidden)."""
-        def resolve(ref) -> tuple[list, list]:
-            """(every type ref names, those that must come first: bases, primary template)."""
-            key = ("types", root_file, ref)
-            if key not in self._edges:
-                self._edges[key] = self._derived("types", self._type_edges, ref, root_file)
-            return self._edges[key]
+        a node of its own, a specialization too (type_order places them)."""
+        if closure:
+            return frozenset().union(*(self._named_closed(fn, root_file) for fn in functions))
+        return frozenset(t for fn in functions for t in self._types_of(fn, root_file)[0])
 
-        def closed(ref) -> frozenset:
-            """Every type `ref` reaches (the same for every root function naming it: computed once)."""
-            key = ("closure", root_file, ref)
-            if key not in self._edges:
-                self._edges[key] = frozenset(reachable([ref], _LazyEdges(lambda t: resolve(t)[0])))
-            return self._edges[key]
-
-        direct = set(t for fn in functions for t in resolve(fn)[0])
-        base = tuple(sorted(direct.union(*map(closed, direct)) if closure else direct))  # (file, unit): source order
-        key = ("order", root_file, base)  # roots that name the same types share their order
-        if key not in self._edges:
+    def type_order(self, named: frozenset, root_file: int) -> list:
+        """needed_types in order: each comes after what it names where it can, and always after its bases and its
+        primary template (a cycle of those is counted in stats, not hidden)."""
+        order = self._orders.get(named)
+        if order is None:
+            base = sorted(named)  # (file, unit): source order
+            edges = {t: self._types_of(t, root_file) for t in base}
             forced: list = []
-            order = topo_order(base, {t: resolve(t)[0] for t in base}, {t: resolve(t)[1] for t in base}, forced)
+            order = topo_order(base, {t: e[0] for t, e in edges.items()}, {t: e[1] for t, e in edges.items()}, forced)
             for ref in forced:
-                needs = sorted({self.index.unit(d).name for d in resolve(ref)[1]})
+                needs = sorted({self.index.unit(d).name for d in self._types_of(ref, root_file)[1]})
                 self.type_cycles.setdefault(ref, f"{self.index.unit(ref).name} before {', '.join(needs)}")
-            self._edges[key] = order
-        return self._edges[key]  # the named types alone too
+            self._orders[named] = order
+        return order  # the named types alone too
+
+    def _forces_none(self, named: frozenset, root_file: int) -> bool:
+        """Does type_order place these types without forcing any (so recording no type cycle)? Yes when none of
+        them lies on a cycle of bases / primary templates: only such a cycle among them makes it force one."""
+        for ref in named.difference(self._checked):
+            first = [t for t in self._types_of(ref, root_file)[1] if t != ref]  # (a node waits on itself for none)
+            if first and ref in reachable(first, _EdgesOf(lambda t: self._types_of(t, root_file)[1])):
+                self._cyclic.add(ref)
+            self._checked.add(ref)
+        return self._cyclic.isdisjoint(named)
+
+    def _types_of(self, ref, root_file: int) -> tuple[list, list]:
+        """(every type `ref` names, those that must come first: bases, primary template)."""
+        found = self._type_edges_of.get(ref)
+        if found is None:
+            found = self._type_edges_of[ref] = self._derived("types", self._type_edges, ref, root_file)
+        return found
+
+    def _closure(self, ref, root_file: int) -> frozenset:
+        """Every type `ref` reaches (the same for every root function naming it: computed once)."""
+        found = self._closures.get(ref)
+        if found is None:
+            reached = reachable([ref], _EdgesOf(lambda t: self._types_of(t, root_file)[0]))
+            found = self._closures[ref] = frozenset(reached)
+        return found
+
+    def _named_closed(self, ref, root_file: int) -> frozenset:
+        """The types `ref` names and every type those reach (the same for every root whose doc holds `ref`)."""
+        found = self._named.get(ref)
+        if found is None:
+            direct = self._types_of(ref, root_file)[0]
+            found = self._named[ref] = frozenset(direct).union(*(self._closure(t, root_file) for t in set(direct)))
+        return found
 
     def _type_edges(self, ref, root_file: int) -> tuple[list, list]:
         """needed_types' edges of a unit: (the types it names, resolved as seen from its file, the root's file's own
@@ -230,6 +265,7 @@ class Chunker:
         # preamble units the preamble repeats whole: without comments of their own, outside any #if
         repeated = [(f, u) for u, unit in enumerate(self.index.files[f].units)
                     if preamble and unit.kind == "preamble" and unit.segments == [unit.body] and not unit.scope]
+        fresh = packer.builder(preamble)  # every doc starts as this one: fits asks it (never changes it)
         for root in reversed(functions):  # callers first: their docs cover many callees
             if root in covered:
                 continue
@@ -240,10 +276,14 @@ class Chunker:
             levels = [(local + external, True)] + ([(local, True)] if external else []) + [([], False)]
             for deps, closure in levels:
                 group = deps + [root]
+                named = self.needed_types(group, closure, f)
+                # most closures are far over budget: ordering them (which records no type cycle) would change nothing
+                if packer.over_budget(fresh, [*named, *group]) and self._forces_none(named, f):
+                    continue
                 ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
-                refs = self.needed_types(ordered, closure, f) + ordered
-                builder = packer.builder(preamble)
-                if packer.fits(builder, refs):
+                refs = self.type_order(named, f) + ordered
+                if packer.fits(fresh, refs):
+                    builder = packer.builder(preamble)
                     packer.add(builder, refs)
                     docs.append(builder.finish("compilable", source))
                     covered.update([r for r in refs if r[0] == f] + repeated)
@@ -258,21 +298,18 @@ class Chunker:
 
     def _callees(self, ref, root_file: int) -> list:
         """What `ref` calls: in the root's file, then resolved in other files (asked for every root it reaches)."""
-        key = ("callees", root_file, ref)
-        if key not in self._edges:
+        found = self._callees_of.get(ref)
+        if found is None:
             same_file = self.local_calls(root_file).get(ref[1], []) if ref[0] == root_file else []
-            self._edges[key] = [(ref[0], u) for u in same_file] + self.call_edges(ref, root_file)
-        return self._edges[key]
+            found = self._callees_of[ref] = [(ref[0], u) for u in same_file] + self.call_edges(ref, root_file)
+        return found
 
 
-class _LazyEdges(dict):
-    """A mapping whose values are computed on first access (BFS touches few nodes)."""
+class _EdgesOf:
+    """A node's edges as graphs.reachable reads them (a mapping's get), from a Chunker method that keeps them."""
 
-    def __init__(self, compute):
-        super().__init__()
-        self.compute = compute
+    def __init__(self, edges):
+        self.edges = edges
 
-    def get(self, key, default=None):
-        if key not in self:
-            self[key] = self.compute(key)
-        return self[key]
+    def get(self, node, default=None):
+        return self.edges(node)

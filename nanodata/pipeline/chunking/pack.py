@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from operator import itemgetter
 
 import numpy as np
@@ -97,6 +98,14 @@ def _check_additive(counter: Counter, name: str) -> None:
             if counter.count(a + b) != counter.count(a) + counter.count(b):
                 raise NanodataError(f"--tokenizer {name}: its split pattern merges tokens across lines "
                                     f"({a!r} + {b!r}), so exact per-unit counts cannot be summed")
+
+
+@lru_cache(maxsize=1 << 12)
+def _separator_tokens(counter: Counter, tail: str) -> int:
+    """Tokens SEPARATOR adds after a text ending in `tail` (its last line and the blank lines after it): a tokenizer's
+    pre-tokens join line ends (and a mark before them), so only the tail's count changes. Counted once per tail (a
+    few shapes, `}` lines mostly) per process."""
+    return counter.count(tail + SEPARATOR) - counter.count(tail)
 
 
 @dataclass
@@ -349,6 +358,7 @@ def _bordering(scope: tuple, lines: tuple) -> tuple[str, str]:
     return "".join(before), "".join(after)
 
 
+_UNPRICED = object()   # Packer._separators' mark of a unit not priced yet (None: no separator after it)
 PREAMBLE_SHARE = 4   # a preamble over budget/4 is not repeated in every doc; its units are packed instead
 LEAD = -1  # the last step of a ref naming the comments before a Part's opener
 
@@ -374,8 +384,10 @@ class Packer:
     _nodes: dict = field(default_factory=dict)   # ref -> node(ref): a Packer serves one root file
     _inner: dict = field(default_factory=dict)   # ref -> the scope inside its Part, one tuple for all its members
     _separators: dict = field(default_factory=dict)   # ref -> tokens SEPARATOR adds after its text
+    _negative: set = field(default_factory=set)   # refs whose separator takes tokens away (over_budget reads them)
     _where: dict = field(default_factory=dict)   # ref -> where(ref)
     _shapes: dict = field(default_factory=dict)   # ref -> shape(ref)
+    _texts: dict = field(default_factory=dict)   # ref -> text(ref)
 
     def shape(self, ref) -> tuple[tuple, int]:
         """(scope, tokens) of a unit (file, unit) or of a member inside it (file, unit, *path)."""
@@ -391,10 +403,15 @@ class Packer:
         return found
 
     def text(self, ref) -> str:
-        if len(ref) == 2:
-            return self.index.text(ref)
-        fu, _, segments, _ = self.node(ref)
-        return "".join(fu.texts[s] for s in segments)
+        found = self._texts.get(ref)  # (compilable docs repeat the units they depend on)
+        if found is None:
+            if len(ref) == 2:
+                found = self.index.text(ref)
+            else:
+                fu, _, segments, _ = self.node(ref)
+                found = "".join(fu.texts[s] for s in segments)
+            self._texts[ref] = found
+        return found
 
     def node(self, ref) -> tuple:
         """(file units, scope, segments, part) of what `ref` names: a unit, a member of its Part
@@ -429,11 +446,12 @@ class Packer:
     def where(self, ref) -> tuple:
         """(file, (first, last) lines of ref's text in it, or None when unknown): a unit without text (one carrying
         a scope's lines) sits just after its scope's opening lines."""
+        found = self._where.get(ref)
+        if found is not None:
+            return found
         fu = self.index.files.get(ref[0])
         if fu is None:
             return ref[0], None
-        if ref in self._where:
-            return self._where[ref]
         _, scope, segments, _ = self.node(ref)
         lines = fu.lines_of(segments)
         if lines is None and not segments and scope and scope[-1][5] and scope[-1][5][-1][2] is not None:
@@ -447,25 +465,51 @@ class Packer:
         separating, not two units, or two units next to each other in their file (or one without text)."""
         if not self.separate or last is None or len(last) != 2 or len(ref) != 2:
             return None
-        if last[0] == ref[0] and ref[1] == last[1] + 1 or not self.shape(ref)[1]:  # next to it, or no text
-            return None
-        if last not in self._separators:
+        if last[0] == ref[0] and ref[1] == last[1] + 1 or not (self._shapes.get(ref) or self.shape(ref))[1]:
+            return None  # next to it, or no text
+        return self._after(last)
+
+    def _after(self, last) -> int | None:
+        """Tokens SEPARATOR adds after unit `last` (None when its text has no line)."""
+        found = self._separators.get(last, _UNPRICED)
+        if found is _UNPRICED:
             text = self.text(last)
             tail = text[text.rstrip().rfind("\n") + 1:]  # its last line and the blank lines after it
-            # a tokenizer's pre-tokens join line ends (and a mark before them): only the tail's count changes
-            self._separators[last] = self.counter.count(tail + SEPARATOR) - self.counter.count(tail) if tail else None
-        return self._separators[last]
+            found = self._separators[last] = _separator_tokens(self.counter, tail) if tail else None
+            if found is not None and found < 0:
+                self._negative.add(last)
+        return found
+
+    def over_budget(self, builder: DocBuilder, refs: list) -> bool:
+        """Would the doc exceed budget with `refs` added in any order (so `fits` says no to every one)? Their own
+        tokens are added whatever the order, scope lines only add some; a separator might take some away (a
+        tokenizer could merge a line end), so each unit that could stand before another counts its own if negative.
+        `refs` are distinct (as in any doc)."""
+        shapes, separators = self._shapes, self._separators
+        tokens = builder.tokens + sum([(shapes.get(ref) or self.shape(ref))[1] for ref in refs])
+        if tokens <= self.budget or not self.separate:
+            return tokens > self.budget
+        units = [ref for ref in chain([builder.last] if builder.last is not None else (), refs) if len(ref) == 2]
+        for ref in units:
+            if ref not in separators:
+                self._after(ref)
+        negative = self._negative.intersection(units) if self._negative else ()  # (none, with the usual tokenizers)
+        return tokens + sum(separators[ref] for ref in negative) > self.budget
 
     def fits(self, builder: DocBuilder, refs: list) -> bool:
         """Would the doc stay within budget with all of `refs` added (in order)?"""
         tokens, scope, last = builder.tokens, builder.scope, builder.last
+        budget, shapes = self.budget, self._shapes
         for ref in refs:
-            new_scope, unit_tokens = self.shape(ref)
-            tokens += scope_transition(scope, new_scope)[1] + unit_tokens + (self.separator(last, ref) or 0)
-            scope, last = new_scope, ref
-            if tokens > self.budget:
+            new_scope, unit_tokens = shapes.get(ref) or self.shape(ref)
+            if new_scope is not scope:  # (most units share the scope of the one before: nothing to close or open)
+                tokens += scope_transition(scope, new_scope)[1]
+                scope = new_scope
+            tokens += unit_tokens + (self.separator(last, ref) or 0)
+            last = ref
+            if tokens > budget:
                 return False
-        return tokens + closing_cost(scope) <= self.budget
+        return tokens + closing_cost(scope) <= budget
 
     def add(self, builder: DocBuilder, refs: list) -> None:
         for ref in refs:
