@@ -49,9 +49,16 @@ class Index:
     def resolve(self, kind: str, name: str, ref):
         """The one definition (file, unit) that `name`, used in unit `ref`, means as seen from ref's
         file (its project, then the projects it includes), or None (absent or ambiguous)."""
+        return self.resolve_all(kind, (name,), ref)[0]
+
+    def resolve_all(self, kind: str, names, ref) -> list:
+        """`resolve` of each of `names` (a sequence), used in unit `ref` (the unit looked up once)."""
+        if not names:  # (a local Index has no lookup: only what its own files define is named there)
+            return []
         unit = self.unit(ref)
         context = (unit.owner, unit.name) if unit.kind == "type" else (unit.owner,)
-        return self.lookup.resolve(kind, name, ref[0], unit.qualifiers.get((kind, name), ()), context)
+        resolve, qualifiers, gid = self.lookup.resolve, unit.qualifiers, ref[0]
+        return [resolve(kind, name, gid, qualifiers.get((kind, name), ()), context) for name in names]
 
     def bound(self, ref, kind: str) -> list | None:
         """The clang resolver: the definitions (file, unit) of `kind` ("function", "type"; "base": the types it
@@ -65,7 +72,7 @@ class Index:
         targets = dict.fromkeys(t for t in found if t is not None and t != ref)
         if kind == "function" and unit.unbound_calls:
             unbound = set(unit.unbound_calls)
-            named = (self.resolve(kind, name, ref) for name in unit.calls if name in unbound)
+            named = self.resolve_all(kind, [name for name in unit.calls if name in unbound], ref)
             targets.update(dict.fromkeys(t for t in named if t is not None and t != ref))
         return [t for t in targets if kind == "base" or self.unit(t).kind == kind]
 
@@ -152,7 +159,7 @@ class Chunker:
         """Every definition `ref` calls, resolved uniquely in the index (the root's file's too)."""
         found = self.index.bound(ref, "function")
         if found is None:
-            found = (self.index.resolve("function", name, ref) for name in self.index.unit(ref).calls)
+            found = self.index.resolve_all("function", self.index.unit(ref).calls, ref)
         return [target for target in found if target is not None]
 
     def call_edges(self, ref, root_file: int) -> list:
@@ -233,11 +240,13 @@ class Chunker:
             return self._bound_types(ref)
         local = self.local_types(root_file) if ref[0] == root_file else {}
         out, required = [], []
-        for name in unit.types + ((unit.owner,) if unit.owner else ()):
+        names = unit.types + ((unit.owner,) if unit.owner else ())
+        resolved = iter(self.index.resolve_all("type", [name for name in names if name not in local], ref))
+        for name in names:
             if name in local:
                 targets = local[name]
             else:
-                target = self.index.resolve("type", name, ref)
+                target = next(resolved)
                 targets = [target] if target is not None else []
             # `class D : B<int>` and `struct B<int>` need the template B, not its other specializations
             needs = name in unit.bases or unit.specialization and name == unit.name
