@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
 from operator import itemgetter
 
 import numpy as np
@@ -489,11 +488,11 @@ class Packer:
         tokens = builder.tokens + sum([(shapes.get(ref) or self.shape(ref))[1] for ref in refs])
         if tokens <= self.budget or not self.separate:
             return tokens > self.budget
-        units = [ref for ref in chain([builder.last] if builder.last is not None else (), refs) if len(ref) == 2]
-        for ref in units:
-            if ref not in separators:
+        units = set(refs).union([builder.last] if builder.last is not None else ())
+        for ref in units.difference(separators):  # (C-speed: most were priced for an earlier root)
+            if len(ref) == 2:
                 self._after(ref)
-        negative = self._negative.intersection(units) if self._negative else ()  # (none, with the usual tokenizers)
+        negative = self._negative.intersection(units)  # (none, with the usual tokenizers)
         return tokens + sum(separators[ref] for ref in negative) > self.budget
 
     def fits(self, builder: DocBuilder, refs: list) -> bool:
