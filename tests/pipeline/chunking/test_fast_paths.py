@@ -2,14 +2,16 @@
 (syntax.export_macros) as by a search of EXPORT_MACRO, a file's encoding kept for its segments' counts
 (pack.Counter.token_ends), units' lines read off per-segment bounds (units.FileUnits.lines_of), lines kept read
 off the docs' bodies (fidelity.file_stats) as counting them one by one gives, and plain data's fields checked in
-bulk (storage.plain) with the values and errors one converter per field gives. And a pass's frozen heap
-(pipeline._heap_frozen) is the caller's again once it ends."""
+bulk (storage.plain) with the values and errors one converter per field gives, compilable levels over budget left
+unordered (Packer.over_budget) as trying each gives. And a pass's frozen heap (pipeline._heap_frozen) is the
+caller's again once it ends."""
 
 import gc
+import random
 from dataclasses import dataclass
 
 import pytest
-from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET
+from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, write_jsonl
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +19,7 @@ from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunkbuild.stored import UNITS
 from nanodata.pipeline.chunking.fidelity import CUTS, _every_line_held, file_stats
 from nanodata.pipeline.chunking.modes import Chunker, Index, as_doc, whole_file
-from nanodata.pipeline.chunking.pack import Counter, counter_for
+from nanodata.pipeline.chunking.pack import Counter, Packer, counter_for
 from nanodata.pipeline.chunking.parse import parse_units
 from nanodata.pipeline.chunking.syntax import EXPORT_MACRO, export_macros
 from nanodata.pipeline.chunking.units import FileUnits
@@ -117,6 +119,50 @@ def test_a_pass_leaves_the_heap_as_it_found_it(tmp_path):
     finally:
         gc.unfreeze()
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+CYCLE = """struct Left : Right {
+  int left;
+};
+struct Right : Left {
+  int right;
+};
+int use() {
+  Left l;
+  Right r;
+""" + "\n".join(f"  l.left += {i} * (r.right ^ {i * 7});" for i in range(150)) + """
+  return l.left + r.right;
+}
+"""
+
+
+def test_levels_over_budget_are_skipped_as_fits_refuses_them(tmp_path, monkeypatch):
+    """Compilable mode skips ordering a level whose units' tokens already pass the budget (Packer.over_budget):
+    its docs and figures, type cycles included, are those of trying every level (real files, a cycle of bases in
+    a function too big for any doc but alone). And no order of such a level fits."""
+    texts = [*REAL_FILES.values(), CYCLE]
+    inputs = write_jsonl(tmp_path / "in.jsonl", texts)
+    settings = {"inputs": [inputs], "mode": "compilable", "workers": 1, "filters": "none", "redact": "none",
+                "dedup": "exact"}
+    refused, over_budget = [], Packer.over_budget
+
+    def checked(self, builder, refs):
+        if over_budget(self, builder, refs):
+            refused.append(refs)
+            shuffled = random.Random(len(refused)).sample(refs, len(refs))
+            assert not any(self.fits(builder, order) for order in (refs, refs[::-1], shuffled))
+            return True
+        return False
+
+    for budget in (256, 2048):
+        monkeypatch.setattr(Packer, "over_budget", checked)
+        summary = chunk_to_jsonl(tmp_path / "skip.jsonl", max_tokens=budget, **settings)
+        monkeypatch.setattr(Packer, "over_budget", lambda *_: False)
+        plain = chunk_to_jsonl(tmp_path / "plain.jsonl", max_tokens=budget, **settings)
+        assert (tmp_path / "skip.jsonl").read_bytes() == (tmp_path / "plain.jsonl").read_bytes()
+        assert summary["fidelity"] == plain["fidelity"]
+        assert summary["fidelity"]["total"]["type_cycles"] == 1
+    assert len(refused) > 20
 
 
 @dataclass
