@@ -95,9 +95,9 @@ class Chunker:
         self.packer = Packer(budget, counter, index, separate=mode != "basic")
         self._calls: dict[int, dict] = {}   # per file: unit -> callees in the file
         self._types: dict[int, dict] = {}   # per file: type name -> its definitions in the file
-        # per unit (file, unit), as seen from the root's file: what it calls outside that file (call_edges), what it
-        # calls (_callees), (the types it names, those that must come first) (_types_of), every type it reaches
-        # (_closure), the types it names closed (_named)
+        # per unit (file, unit), as seen from the root's file (the one file a Chunker serves): what it calls outside
+        # that file (call_edges), what it calls (_callees), (the types it names, those that must come first)
+        # (_types_of), every type it reaches (_closure), the types it names and those reach (_named_closed)
         self._call_edges: dict = {}
         self._callees_of: dict = {}
         self._type_edges_of: dict = {}
@@ -286,7 +286,8 @@ class Chunker:
             for deps, closure in levels:
                 group = deps + [root]
                 named = self.needed_types(group, closure, f)
-                # most closures are far over budget: ordering them (which records no type cycle) would change nothing
+                # a level whose units alone pass the budget fits in no order (most full closures): left unordered,
+                # unless ordering its types could record a type cycle
                 if packer.over_budget(fresh, [*named, *group]) and self._forces_none(named, f):
                     continue
                 ordered = topo_order(sorted(group), {r: self._callees(r, f) for r in group})
