@@ -386,6 +386,7 @@ class Packer:
     _negative: set = field(default_factory=set)   # refs whose separator takes tokens away (over_budget reads them)
     _where: dict = field(default_factory=dict)   # ref -> where(ref)
     _shapes: dict = field(default_factory=dict)   # ref -> shape(ref)
+    _tokens: dict = field(default_factory=dict)   # ref -> shape(ref)[1] (over_budget sums them at C speed)
     _texts: dict = field(default_factory=dict)   # ref -> text(ref)
 
     def shape(self, ref) -> tuple[tuple, int]:
@@ -399,6 +400,7 @@ class Packer:
                 fu, scope, segments, _ = self.node(ref)
                 found = scope, sum(map(fu.tokens.__getitem__, segments))
             self._shapes[ref] = found
+            self._tokens[ref] = found[1]
         return found
 
     def text(self, ref) -> str:
@@ -484,8 +486,11 @@ class Packer:
         tokens are added whatever the order, scope lines only add some; a separator might take some away (a
         tokenizer could merge a line end), so each unit that could stand before another counts its own if negative.
         `refs` are distinct (as in any doc)."""
-        shapes, separators = self._shapes, self._separators
-        tokens = builder.tokens + sum([(shapes.get(ref) or self.shape(ref))[1] for ref in refs])
+        separators = self._separators
+        try:
+            tokens = builder.tokens + sum(map(self._tokens.__getitem__, refs))
+        except KeyError:  # (some not shaped yet: shape keeps their tokens)
+            tokens = builder.tokens + sum([self.shape(ref)[1] for ref in refs])
         if tokens <= self.budget or not self.separate:
             return tokens > self.budget
         units = set(refs).union([builder.last] if builder.last is not None else ())
