@@ -69,12 +69,26 @@ class Undecodable(ValueError):
 
 
 class _Out(list):
-    """What encoding collects besides the value: the blobs (the list itself) and the shared tuples."""
+    """What encoding collects besides the value: the blobs (the list itself) and the shared tuples; `memo`: the
+    shared tuples' JSON-able forms by identity, kept across the values a caller encodes (Codec.encode)."""
 
-    def __init__(self):
+    def __init__(self, memo: dict | None):
         super().__init__()
         self.shared: list = []
         self.index: dict = {}
+        self.memo = {} if memo is None else memo
+
+    def plain(self, v: tuple):
+        """A shared tuple's JSON-able form, converted once per memo (unless it holds bytes: blob numbers are the
+        payload's own). The memo holds the tuple too, so its id names no other object while the memo lives."""
+        held = self.memo.get(id(v))
+        if held is not None:
+            return held[1]
+        blobs = len(self)
+        encoded = _enc_plain(v, self)
+        if len(self) == blobs:
+            self.memo[id(v)] = (v, encoded)
+        return encoded
 
 
 class _Context:
@@ -316,7 +330,7 @@ def _plain(kind: type | None) -> _Conv:
             number = out.index.get(id(v))
             if number is None:
                 number = out.index[id(v)] = len(out.shared)
-                out.shared.append(_enc_plain(v, out))
+                out.shared.append(out.plain(v))
             return number
         return _enc_plain(v, out)
 
@@ -512,8 +526,10 @@ class Codec:
             return _mapping(self._conv(args[0]), self._conv(args[1]))
         raise TypeError(f"no plain-data codec for {hint!r}")
 
-    def encode(self, value) -> bytes:
-        out = _Out()
+    def encode(self, value, memo: dict | None = None) -> bytes:
+        """`value` as plain data. memo: a dict a caller encoding many values that share tuples (a file's units, their
+        scopes) passes to every call, so each tuple is converted once; its values must not change meanwhile."""
+        out = _Out(memo)
         top = [self.root.enc(value, out), [len(b) for b in out], out.shared]
         try:
             body = msgspec.json.encode(top)

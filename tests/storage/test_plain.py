@@ -173,6 +173,15 @@ def test_fields_checked_in_bulk_fail_on_the_field_one_converter_each_would_name(
             codec.encode(value)
 
 
+def test_a_memo_kept_across_values_writes_what_each_value_alone_would():
+    codec = Codec(Scoped)
+    scope = _record().anything[0]
+    values = [Scoped(scope), Scoped(scope), Scoped((b"raw", scope))]
+    memo: dict = {}
+    assert [codec.encode(v, memo) for v in values] == [codec.encode(v) for v in values]
+    assert [held for held, _ in memo.values()] == [scope]  # not a tuple holding bytes: its blob numbers are its own
+
+
 def test_a_codec_travels_to_worker_processes():
     codec = pickle.loads(pickle.dumps(Codec(Record, omit={Record: {"where": ""}})))
     assert codec.decode(codec.encode(_record())).names == _record().names
