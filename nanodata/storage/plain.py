@@ -69,12 +69,26 @@ class Undecodable(ValueError):
 
 
 class _Out(list):
-    """What encoding collects besides the value: the blobs (the list itself) and the shared tuples."""
+    """What encoding collects besides the value: the blobs (the list itself) and the shared tuples; `memo`: the
+    shared tuples' JSON-able forms by identity, kept across the values a caller encodes (Codec.encode)."""
 
-    def __init__(self):
+    def __init__(self, memo: dict | None):
         super().__init__()
         self.shared: list = []
         self.index: dict = {}
+        self.memo = {} if memo is None else memo
+
+    def plain(self, v: tuple):
+        """A shared tuple's JSON-able form, converted once per memo (unless it holds bytes: blob numbers are the
+        payload's own). The memo holds the tuple too, so its id names no other object while the memo lives."""
+        held = self.memo.get(id(v))
+        if held is not None:
+            return held[1]
+        blobs = len(self)
+        encoded = _enc_plain(v, self)
+        if len(self) == blobs:
+            self.memo[id(v)] = (v, encoded)
+        return encoded
 
 
 class _Context:
@@ -107,13 +121,17 @@ class _Conv:
     """A type's encoder enc(value, blobs) -> JSON-able; `spec`: the type msgspec reads its JSON as (checked there),
     `post`: post(what msgspec read, context) -> value, or None when what msgspec read is the value; `exact`: the
     type, when enc only checks that a value is of exactly that type and passes it as it is (checked in bulk by
-    the converters of lists and dataclasses holding it)."""
-    __slots__ = ("enc", "spec", "post", "name", "exact")
+    the converters of lists and dataclasses holding it); `items`: (container type, item type), when enc only checks
+    that a value is such a container of such exact items and passes it as it is (checked in bulk by dataclasses);
+    `optional`: enc takes None as it is (dataclasses pass a None without the call)."""
+    __slots__ = ("enc", "spec", "post", "name", "exact", "items", "optional")
 
     def __init__(self, name: str, spec, exact: type | None = None):
         self.name = name
         self.spec = spec
         self.exact = exact
+        self.items = None
+        self.optional = False
         self.post = None
 
 
@@ -163,6 +181,7 @@ def _none() -> _Conv:
 
 def _optional(inner: _Conv) -> _Conv:
     conv = _Conv(f"{inner.name} | None", inner.spec | None)
+    conv.optional = True
     conv.enc = lambda v, blobs: None if v is None else inner.enc(v, blobs)
     if inner.post is not None:
         conv.post = lambda v, ctx: None if v is None else inner.post(v, ctx)
@@ -173,6 +192,7 @@ def _sequence(inner: _Conv, kind: type) -> _Conv:
     conv = _Conv(f"{kind.__name__}[{inner.name}]", list[inner.spec] if kind is list else tuple[inner.spec, ...])
     if inner.exact is not None:  # the common case (str, int, bool), checked without a call per item
         kinds = frozenset((inner.exact,))
+        conv.items = (kind, inner.exact)
 
         def enc(v, blobs):
             if type(v) is not kind or not _only(v, kinds):
@@ -310,7 +330,7 @@ def _plain(kind: type | None) -> _Conv:
             number = out.index.get(id(v))
             if number is None:
                 number = out.index[id(v)] = len(out.shared)
-                out.shared.append(_enc_plain(v, out))
+                out.shared.append(out.plain(v))
             return number
         return _enc_plain(v, out)
 
@@ -336,9 +356,10 @@ def _dataclass(cls: type, fills: dict, names: list[str]) -> tuple[_Conv, list]:
     each stored field are appended to the returned list by the caller (after registering: types may recurse),
     and their shapes set on the converter's spec (an array-like msgspec Struct of those fields) then.
 
-    Encoding, fields of an exact scalar type (str, int, bool: a converter that only checks the type) are read
-    and checked all at once, their values taken as they are; only the other fields' converters are called, in field
-    order, so a value fails on the same field, with the same message, as one converter per field would make it."""
+    Encoding, fields of an exact scalar type (str, int, bool: a converter that only checks the type) and lists or
+    tuples of them are read and checked all at once, their values taken as they are; only the other fields'
+    converters are called (not for None in an optional field), in field order, so a value fails on the same field,
+    with the same message, as one converter per field would make it."""
     spec = msgspec.defstruct(cls.__qualname__, [(name, object) for name in names], array_like=True,
                              forbid_unknown_fields=True, gc=False)
     conv = _Conv(cls.__qualname__, spec)
@@ -364,10 +385,16 @@ def _dataclass(cls: type, fills: dict, names: list[str]) -> tuple[_Conv, list]:
             raise TypeError(f"expected {cls.__qualname__}, got {type(v).__name__}")
         p = planned()
         values = p.read(v)
-        if p.scalars(tuple(map(type, values))) != p.scalar_types:
+        types = tuple(map(type, values))
+        if p.scalars(types) != p.scalar_types or p.sequences(types) != p.sequence_types:
             return enc_each(v, blobs)  # (fails on its first wrong field)
+        for group, kinds in p.items:
+            if not kinds.issuperset(map(type, chain.from_iterable(group(values)))):
+                return enc_each(v, blobs)
         out = list(values)
-        for i, name, field_enc in p.others:
+        for i, name, field_enc, optional in p.others:
+            if optional and values[i] is None:
+                continue
             try:
                 out[i] = field_enc(values[i], blobs)
             except TypeError as exc:
@@ -384,14 +411,17 @@ def _dataclass(cls: type, fills: dict, names: list[str]) -> tuple[_Conv, list]:
         if direct:
             value = new(cls)
             values = value.__dict__
-            values.update(fills)
+            if fills:
+                values.update(fills)
             values.update(zip(p.names, fields(v), strict=True))
-            for name, field_post in p.posts:
-                values[name] = field_post(values[name], ctx)
+        else:
+            values = dict(zip(p.names, fields(v), strict=True))
+        for name, field_post, optional in p.posts:
+            x = values[name]
+            if x is not None or not optional:  # (a None in an optional field is its value)
+                values[name] = field_post(x, ctx)
+        if direct:
             return value
-        values = dict(zip(p.names, fields(v), strict=True))
-        for name, field_post in p.posts:
-            values[name] = field_post(values[name], ctx)
         args = {**fills, **{name: values[name] for name, _, init in built if init}}
         try:
             value = cls(**args)
@@ -413,10 +443,18 @@ class _Plan:
         self.names = [name for name, _, _ in built]
         self.read = _tuple_of(attrgetter, self.names)
         exact = [i for i, (_, c, _) in enumerate(built) if c.exact is not None]
+        sequences = [i for i, (_, c, _) in enumerate(built) if c.items is not None]
         self.scalars = _tuple_of(itemgetter, exact)
         self.scalar_types = tuple(built[i][1].exact for i in exact)
-        self.others = [(i, name, c.enc) for i, (name, c, _) in enumerate(built) if i not in exact]
-        self.posts = [(name, c.post) for name, c, _ in built if c.post is not None]
+        self.sequences = _tuple_of(itemgetter, sequences)
+        self.sequence_types = tuple(built[i][1].items[0] for i in sequences)
+        by_item: dict[type, list[int]] = {}
+        for i in sequences:
+            by_item.setdefault(built[i][1].items[1], []).append(i)
+        self.items = [(_tuple_of(itemgetter, group), frozenset((kind,))) for kind, group in by_item.items()]
+        self.others = [(i, name, c.enc, c.optional) for i, (name, c, _) in enumerate(built)
+                       if i not in exact and i not in sequences]
+        self.posts = [(name, c.post, c.optional) for name, c, _ in built if c.post is not None]
 
 
 class Codec:
@@ -488,8 +526,10 @@ class Codec:
             return _mapping(self._conv(args[0]), self._conv(args[1]))
         raise TypeError(f"no plain-data codec for {hint!r}")
 
-    def encode(self, value) -> bytes:
-        out = _Out()
+    def encode(self, value, memo: dict | None = None) -> bytes:
+        """`value` as plain data. memo: a dict a caller encoding many values that share tuples (a file's units, their
+        scopes) passes to every call, so each tuple is converted once; its values must not change meanwhile."""
+        out = _Out(memo)
         top = [self.root.enc(value, out), [len(b) for b in out], out.shared]
         try:
             body = msgspec.json.encode(top)

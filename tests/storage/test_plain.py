@@ -164,6 +164,24 @@ def test_writing_a_value_not_of_its_type_fails_loudly():
         Codec(set[int])
 
 
+def test_fields_checked_in_bulk_fail_on_the_field_one_converter_each_would_name():
+    codec = Codec(Record)
+    for name, bad in (("names", ["a", 1]), ("numbers", [1, 2]), ("numbers", (1, "2")), ("pair", ("x", "4"))):
+        value = _record()
+        setattr(value, name, bad)
+        with pytest.raises(TypeError, match=f"^Record.{name}: "):
+            codec.encode(value)
+
+
+def test_a_memo_kept_across_values_writes_what_each_value_alone_would():
+    codec = Codec(Scoped)
+    scope = _record().anything[0]
+    values = [Scoped(scope), Scoped(scope), Scoped((b"raw", scope))]
+    memo: dict = {}
+    assert [codec.encode(v, memo) for v in values] == [codec.encode(v) for v in values]
+    assert [held for held, _ in memo.values()] == [scope]  # not a tuple holding bytes: its blob numbers are its own
+
+
 def test_a_codec_travels_to_worker_processes():
     codec = pickle.loads(pickle.dumps(Codec(Record, omit={Record: {"where": ""}})))
     assert codec.decode(codec.encode(_record())).names == _record().names

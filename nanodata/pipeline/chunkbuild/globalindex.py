@@ -106,10 +106,9 @@ class UnitStore:
         self.db.close()
 
 
-def qualification(unit) -> str:
-    """`a::b::Owner`: the namespaces around a definition (from its scope's openers) and its class."""
-    names = [m.group(1) for opener, *_ in unit.scope for m in [NAMESPACE.search(opener)] if m]
-    return "::".join(re.sub(r"\s+", "", n) for n in names + ([unit.owner] if unit.owner else []))
+def _namespaces(scope: tuple) -> list[str]:
+    """The namespaces a scope's openers open, in order."""
+    return [re.sub(r"\s+", "", m.group(1)) for opener, *_ in scope for m in [NAMESPACE.search(opener)] if m]
 
 
 def definitions(fu) -> list[tuple]:
@@ -118,9 +117,15 @@ def definitions(fu) -> list[tuple]:
     (scope, tokens, names, and any field the chunker adds), not its segments nor its Part (BARE_UNIT leaves them
     out)."""
     out = []
+    spaces: dict[int, list[str]] = {}  # by the scope's identity: a file's units share a few scopes
+    memo: dict = {}  # (BARE_UNIT converts each scope once)
     for u, unit in enumerate(fu.units):
         if unit.kind in ("function", "type") and unit.name:
-            out.append((unit.kind, unit.name, u, qualification(unit), unit.owner, BARE_UNIT.encode(unit),
+            namespaces = spaces.get(id(unit.scope))
+            if namespaces is None:
+                namespaces = spaces[id(unit.scope)] = _namespaces(unit.scope)
+            qualification = "::".join(namespaces + [unit.owner] if unit.owner else namespaces)  # `a::b::Owner`
+            out.append((unit.kind, unit.name, u, qualification, unit.owner, BARE_UNIT.encode(unit, memo),
                         fu.text_of(unit)))
     return out
 
