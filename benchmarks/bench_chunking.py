@@ -1,12 +1,14 @@
 """C++ chunker throughput against the two things it cannot avoid: tokenizing and parsing.
 
-Real trees, one worker, this process's CPU time (best of --runs; other jobs on the shared machine skew it less
-than wall time), every process-wide start-up cost (the tokenizer's tables, the page cache) paid by a warm-up run
-first, cleaning and near-dedup off (CHUNKER_ONLY: not the chunker's work): (a) tokenizing every file whole with
+Real trees, one worker, this process's CPU time (other jobs on the shared machine skew it less than wall time),
+every process-wide start-up cost (the tokenizer's tables, the page cache) paid by a warm-up run first, cleaning
+and near-dedup off (CHUNKER_ONLY: not the chunker's work). References: (a) tokenizing every file whole with
 tiktoken, (b) parsing every file with tree-sitter, L = 1/(1/a + 1/b) (the chunker needs both for a file it
-splits), the necessary work of basic mode at each budget (tokenizing every file, parsing only the files over
-the budget: the most a basic chunker can reach), then `chunk_to_jsonl` in the issue's settings, each printed
-beside its reference from the same run:
+splits), and the necessary work of basic mode at each budget (tokenizing every file, parsing only the files over
+the budget: the most a basic chunker can reach). --runs rounds each time every reference and every
+`chunk_to_jsonl` run below once, in turn; a ratio is taken within its round, and the median of the rounds is
+printed with their range (this VM's speed drifts by tens of percent within minutes: a reference timed minutes
+before its run would carry that drift into the ratio):
 - basic, --max-tokens 16384 (most files fit whole: tokenized and emitted as read, never parsed): goal >= 0.85x
   its ceiling (the necessary work above);
 - basic, --max-tokens 2048: goal >= 0.75 L;
@@ -17,7 +19,7 @@ Trees: the libstdc++ headers of this machine (bits/), the fmt library torch's wh
 NANODATA_BENCH_TREES (colon-separated, e.g. checkouts of google/leveldb, google/re2, leethomason/tinyxml2);
 with --only-listed-trees, those directories alone (e.g. the issue's eight projects).
 
-    .venv/bin/python benchmarks/bench_chunking.py [--runs 3] [--profile] [--no-workers] [--only-listed-trees]
+    .venv/bin/python benchmarks/bench_chunking.py [--runs 5] [--profile] [--no-workers] [--only-listed-trees]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import io
 import os
 import pstats
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -58,6 +61,12 @@ def _best_of(runs: int, fn, clock=time.process_time) -> float:
     return min(times)
 
 
+def _timed(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
 def _line(name, measured, unit, reference, ref_unit, ratio, goal=None):
     goal_text = f" (goal >= {goal})" if goal is not None else ""
     print(f"{name}: measured {measured:.2f} {unit} | reference {reference:.2f} {ref_unit} | "
@@ -82,7 +91,7 @@ def copy_trees(root: Path, only_listed: bool = False) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5, help="rounds (default: 5)")
     parser.add_argument("--profile", action="store_true", help="cProfile each chunk run, print the top functions")
     parser.add_argument("--no-workers", action="store_true", help="skip the 1 -> 2 workers figures")
     parser.add_argument("--only-listed-trees", action="store_true",
@@ -97,34 +106,49 @@ def main() -> None:
         texts = [d.decode("utf-8", "replace") for d in datas]
         mb = sum(map(len, datas)) / 1e6
         print(f"corpus: {len(files)} files, {mb:.2f} MB from {', '.join(map(str, trees(args.only_listed_trees)))}; 1 worker, CPU time, "
-              f"best of {args.runs}", flush=True)
+              f"{args.runs} rounds", flush=True)
 
         def run(mode, max_tokens, workers=1):
             chunk_to_jsonl(Path(tmp) / f"{mode}.jsonl", project_dirs=sorted(root.iterdir()), mode=mode,
                            max_tokens=max_tokens, workers=workers, **CHUNKER_ONLY)
 
         run("basic", 2048)  # warm: tokenizer tables, page cache
-        tokenize = mb / _best_of(args.runs, lambda: [encode(t) for t in texts])
-        parse = mb / _best_of(args.runs, lambda: [ts_parser.parse(d) for d in datas])
-        limit = 1 / (1 / tokenize + 1 / parse)
-        print(f"tokenize-only (a) {tokenize:.2f} MB/s, tree-sitter parse-only (b) {parse:.2f} MB/s, "
-              f"L = 1/(1/a+1/b) {limit:.2f} MB/s", flush=True)
-        references = {"tokenize": (tokenize, "MB/s (tokenize-only)"), "L": (limit, "MB/s (L)")}
         # what a budget's run cannot do without: tokenize every file, parse those over the budget (a fitting
         # file is emitted whole, unparsed): the most any basic chunker reaches, beside the goal's reference
         counts = [len(encode(as_doc(t))) for t in texts]
-        for max_tokens in sorted({m for mode, m, _, _ in RUNS if mode == "basic"}, reverse=True):
-            over = [d for d, n in zip(datas, counts, strict=True) if n > max_tokens]
-            floor = 1 / tokenize + _best_of(args.runs, lambda over=over: [ts_parser.parse(d) for d in over]) / mb
-            print(f"basic {max_tokens} necessary work: tokenize all + parse the {len(over)} files over the budget "
-                  f"({sum(map(len, over)) / 1e6:.2f} MB): {1 / floor:.2f} MB/s = {tokenize * floor:.2f}x the time of "
-                  f"tokenize-only, so at most {1 / (tokenize * floor):.2f}x tokenize-only, "
-                  f"{1 / (limit * floor):.2f} L", flush=True)
-            references[f"ceiling {max_tokens}"] = (1 / floor, f"MB/s (basic {max_tokens}'s ceiling)")
+        budgets = sorted({m for mode, m, _, _ in RUNS if mode == "basic"}, reverse=True)
+        over = {m: [d for d, n in zip(datas, counts, strict=True) if n > m] for m in budgets}
+        # Rounds: every reference and every chunk run once per round, in turn, each ratio taken within its round
+        # and the median quoted: this VM's speed drifts by tens of percent within minutes, which a reference timed
+        # minutes before its run would put into the ratio.
+        rounds = []
+        for _ in range(args.runs):
+            timed = {"tokenize": _timed(lambda: [encode(t) for t in texts]),
+                     "parse": _timed(lambda: [ts_parser.parse(d) for d in datas])}
+            for m in budgets:
+                timed[f"parse over {m}"] = _timed(lambda m=m: [ts_parser.parse(d) for d in over[m]])
+            for mode, max_tokens, _, _ in RUNS:
+                timed[(mode, max_tokens)] = _timed(lambda mode=mode, max_tokens=max_tokens: run(mode, max_tokens))
+            rounds.append(timed)
+        references = {"L": lambda r: r["tokenize"] + r["parse"]}
+        tokenize, parse, limit = (mb / statistics.median([fn(r) for r in rounds])
+                                  for fn in (lambda r: r["tokenize"], lambda r: r["parse"], references["L"]))
+        print(f"tokenize-only (a) {tokenize:.2f} MB/s, tree-sitter parse-only (b) {parse:.2f} MB/s, "
+              f"L = 1/(1/a+1/b) {limit:.2f} MB/s (medians of {args.runs} rounds)", flush=True)
+        for m in budgets:
+            references[f"ceiling {m}"] = lambda r, m=m: r["tokenize"] + r[f"parse over {m}"]
+            print(f"basic {m} necessary work: tokenize all + parse the {len(over[m])} files over the budget "
+                  f"({sum(map(len, over[m])) / 1e6:.2f} MB): {mb / statistics.median([references[f'ceiling {m}'](r) for r in rounds]):.2f} "
+                  f"MB/s, {statistics.median([references[f'ceiling {m}'](r) / r['tokenize'] for r in rounds]):.2f}x the time of "
+                  "tokenize-only", flush=True)
         for mode, max_tokens, against, goal in RUNS:
-            rate = mb / _best_of(args.runs, lambda mode=mode, max_tokens=max_tokens: run(mode, max_tokens))
-            reference, unit = references[against if against == "L" else f"{against} {max_tokens}"]
-            _line(f"chunk {mode} {max_tokens}", rate, "MB/s", reference, unit, rate / reference, goal)
+            name = against if against == "L" else f"{against} {max_tokens}"
+            ratios = sorted(references[name](r) / r[(mode, max_tokens)] for r in rounds)
+            rate = mb / statistics.median([r[(mode, max_tokens)] for r in rounds])
+            reference = mb / statistics.median([references[name](r) for r in rounds])
+            print(f"chunk {mode} {max_tokens}: measured {rate:.2f} MB/s | reference {reference:.2f} MB/s ({name}) | "
+                  f"ratio {statistics.median(ratios):.2f} (median of {len(ratios)} rounds, {ratios[0]:.2f}..{ratios[-1]:.2f}; "
+                  f"goal >= {goal})", flush=True)
         if args.profile:
             for mode, max_tokens, _, _ in RUNS:
                 profile = cProfile.Profile()
