@@ -13,6 +13,15 @@ STD_HEADERS = Path("/usr/include/c++/12/bits")
 STD_SUBSET = ["stl_pair.h", "stl_vector.h", "vector.tcc", "stl_list.h", "list.tcc", "stl_algobase.h",
               "unique_ptr.h", "char_traits.h", "stl_heap.h", "stl_stack.h"]
 
+# two classes each naming the other as base (their names resolve so): ordering them must force one first
+CYCLE_OF_BASES = """struct Left : Right {
+  int left;
+};
+struct Right : Left {
+  int right;
+};
+"""
+
 LAYERS = {
     # base.h: the root of an inheritance chain; the derived classes live in other files
     "base.h": """#pragma once

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from cpp_projects import LAYERS, STD_HEADERS, STD_SUBSET, write_jsonl
+from cpp_projects import CYCLE_OF_BASES, LAYERS, STD_HEADERS, STD_SUBSET, write_jsonl
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -121,13 +121,7 @@ def test_a_pass_leaves_the_heap_as_it_found_it(tmp_path):
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
 
 
-CYCLE = """struct Left : Right {
-  int left;
-};
-struct Right : Left {
-  int right;
-};
-int use() {
+CYCLE = CYCLE_OF_BASES + """int use() {
   Left l;
   Right r;
 """ + "\n".join(f"  l.left += {i} * (r.right ^ {i * 7});" for i in range(150)) + """

@@ -10,7 +10,7 @@ fallback, where a class used to be named after the largest member function tree-
 import re
 
 import pytest
-from cpp_projects import read_docs
+from cpp_projects import CYCLE_OF_BASES, read_docs
 
 from nanodata.pipeline.chunkbuild import chunk_to_jsonl
 from nanodata.pipeline.chunking.graphs import topo_order
@@ -345,13 +345,7 @@ def test_required_edges_break_cycles_elsewhere():
 
 def test_cycle_of_bases_is_reported(tmp_path):
     """Two classes each naming the other as base (their names resolve so): one must go first; the summary says so."""
-    files = {"cycle.cc": """struct Left : Right {
-  int left;
-};
-struct Right : Left {
-  int right;
-};
-int use() {
+    files = {"cycle.cc": CYCLE_OF_BASES + """int use() {
   Left l;
   Right r;
   return l.left + r.right;
