@@ -53,18 +53,13 @@ RUNS = [("basic", 16384, "ceiling", 0.85), ("basic", 2048, "L", 0.75), ("compila
 
 
 def _best_of(runs: int, fn, clock=time.process_time) -> float:
-    times = []
-    for _ in range(runs):
-        start = clock()
-        fn()
-        times.append(clock() - start)
-    return min(times)
+    return min(_timed(fn, clock) for _ in range(runs))
 
 
-def _timed(fn) -> float:
-    start = time.process_time()
+def _timed(fn, clock=time.process_time) -> float:
+    start = clock()
     fn()
-    return time.process_time() - start
+    return clock() - start
 
 
 def _line(name, measured, unit, reference, ref_unit, ratio, goal=None):

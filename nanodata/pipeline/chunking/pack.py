@@ -147,6 +147,7 @@ def closing_cost(scope: tuple) -> int:
 
 
 _CLOSE_TOKENS = itemgetter(3)   # a scope entry's closing tokens
+_TOKENS = itemgetter(1)   # a shape's tokens (Packer.shape)
 
 
 @dataclass
@@ -175,13 +176,9 @@ class DocBuilder:
             self.pieces.append(text)
             self.tokens += tokens
 
-    def transition(self, scope: tuple) -> tuple[int, int]:
-        """(shared depth, tokens of closing the current scope down to it and opening `scope`)."""
-        return scope_transition(self.scope, scope)
-
     def fits(self, scope: tuple, tokens: int) -> bool:
         """Would the doc, closers included, stay within budget with this unit added?"""
-        _, transition = self.transition(scope)
+        _, transition = scope_transition(self.scope, scope)
         return self.tokens + transition + tokens + closing_cost(scope) <= self.budget
 
     def _close(self, entries) -> None:
@@ -386,7 +383,6 @@ class Packer:
     _negative: set = field(default_factory=set)   # refs whose separator takes tokens away (over_budget reads them)
     _where: dict = field(default_factory=dict)   # ref -> where(ref)
     _shapes: dict = field(default_factory=dict)   # ref -> shape(ref)
-    _tokens: dict = field(default_factory=dict)   # ref -> shape(ref)[1] (over_budget sums them at C speed)
     _texts: dict = field(default_factory=dict)   # ref -> text(ref)
 
     def shape(self, ref) -> tuple[tuple, int]:
@@ -400,7 +396,6 @@ class Packer:
                 fu, scope, segments, _ = self.node(ref)
                 found = scope, sum(map(fu.tokens.__getitem__, segments))
             self._shapes[ref] = found
-            self._tokens[ref] = found[1]
         return found
 
     def text(self, ref) -> str:
@@ -488,8 +483,8 @@ class Packer:
         `refs` are distinct (as in any doc)."""
         separators = self._separators
         try:
-            tokens = builder.tokens + sum(map(self._tokens.__getitem__, refs))
-        except KeyError:  # (some not shaped yet: shape keeps their tokens)
+            tokens = builder.tokens + sum(map(_TOKENS, map(self._shapes.__getitem__, refs)))  # (C speed)
+        except KeyError:  # (some not shaped yet: shape keeps them)
             tokens = builder.tokens + sum([self.shape(ref)[1] for ref in refs])
         if tokens <= self.budget or not self.separate:
             return tokens > self.budget
